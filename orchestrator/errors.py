@@ -1,0 +1,149 @@
+"""Expected failures of orch, each carrying what the user needs to act on it.
+
+The tree::
+
+    OrchError                      message + hint; the CLI prints both in red and exits 1
+    ├── UsageError                 bad input from the user; exit 2 at the CLI
+    │   ├── InventoryError         inventory.yaml malformed: file, line, key, fix
+    │   ├── SelectionError         --hosts matched nothing / unknown name
+    │   ├── SuiteError             unknown suite, unknown or bad parameter, bad suite file
+    │   └── ConfigError            settings (ORCH_*), tokens, ports
+    ├── HostError                  something about one host; `host` names it
+    │   ├── ConnectError           dns / tcp / banner / throttled / handshake; `kind` says which
+    │   ├── HostKeyError           verdict other than match / cert-authority; carries the verdict
+    │   ├── AuthError              permission denied / too many authentication failures
+    │   ├── RemoteCommandError     a remote command exited non-zero: argv, exit status, stderr tail
+    │   ├── CommandTimeout         a remote command ran past its deadline
+    │   └── DeployError            upload / verify / switch failed
+    ├── StoreError                 database unreachable, migration needed
+    │   └── NotFoundError          a run / host / build id that is not in the store
+    └── ProtocolError              an agent line that is not a valid event
+
+Third-party exceptions are translated at the boundary where they are raised (asyncssh in
+``transport/ssh.py``, SQLAlchemy in ``store/``) with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+
+class OrchError(Exception):
+    """Base of every expected failure.
+
+    Args:
+        message: what went wrong, one line, naming the place (host, file:line, run id).
+        hint: what the user can do about it, or ``""``.
+    """
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str = "") -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(OrchError):
+    exit_code = 2
+
+
+class InventoryError(UsageError):
+    """The inventory file is malformed; ``path`` and ``line`` locate the problem (line 0 = unknown)."""
+
+    def __init__(self, message: str, hint: str = "", *, path: str = "", line: int = 0) -> None:
+        where = f"{path}:{line}: " if path and line else (f"{path}: " if path else "")
+        super().__init__(f"{where}{message}", hint)
+        self.path = path
+        self.line = line
+
+
+class SelectionError(UsageError):
+    pass
+
+
+class SuiteError(UsageError):
+    pass
+
+
+class ConfigError(UsageError):
+    pass
+
+
+class HostError(OrchError):
+    """A failure tied to one host."""
+
+    def __init__(self, host: str, message: str, hint: str = "") -> None:
+        super().__init__(f"{host}: {message}", hint)
+        self.host = host
+        self.reason = message
+
+
+class ConnectError(HostError):
+    """Could not reach the SSH server.
+
+    ``kind`` is one of ``dns``, ``refused``, ``timeout``, ``no-route``, ``unreachable``, ``banner-timeout``,
+    ``not-ssh``, ``closed``, ``throttled``, ``handshake``, ``proxy``.
+    """
+
+    def __init__(self, host: str, kind: str, message: str, hint: str = "") -> None:
+        super().__init__(host, message, hint)
+        self.kind = kind
+
+
+class HostKeyError(HostError):
+    def __init__(self, host: str, verdict: str, message: str, hint: str = "") -> None:
+        super().__init__(host, message, hint)
+        self.verdict = verdict
+
+
+class AuthError(HostError):
+    """``kind`` is ``denied`` or ``too-many-failures``."""
+
+    def __init__(self, host: str, kind: str, message: str, hint: str = "") -> None:
+        super().__init__(host, message, hint)
+        self.kind = kind
+
+
+class RemoteCommandError(HostError):
+    def __init__(
+        self, host: str, argv: list[str], exit_status: int | None, stderr: str, hint: str = ""
+    ) -> None:
+        tail = stderr.strip().splitlines()[-5:]
+        shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+        detail = f"`{shown}` exited with status {exit_status}"
+        if tail:
+            detail += ": " + " | ".join(tail)
+        super().__init__(host, detail, hint)
+        self.argv = argv
+        self.exit_status = exit_status
+        self.stderr = stderr
+
+
+class CommandTimeout(HostError):
+    def __init__(self, host: str, argv: list[str], timeout_s: float) -> None:
+        shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+        super().__init__(
+            host,
+            f"`{shown}` did not finish within {timeout_s:g} s",
+            "raise the deadline with --timeout, or check the host's load",
+        )
+        self.argv = argv
+        self.timeout_s = timeout_s
+
+
+class DeployError(HostError):
+    pass
+
+
+class StoreError(OrchError):
+    pass
+
+
+class NotFoundError(StoreError):
+    pass
+
+
+class ProtocolError(OrchError):
+    pass
