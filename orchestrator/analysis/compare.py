@@ -1,0 +1,211 @@
+"""Compare two runs case by case: head/base ratio of medians, geometric mean, verdict per case — pure.
+
+Input rows are plain dicts shaped like the agent's ``result`` events (and the store's result rows)::
+
+    {"host": "b300-0", "case": {"M": 1, "E": 384, ...},
+     "metrics": {"time_ms": {"value": 0.30, "unit": "ms", "median": 0.30, ...}, ...}}
+
+``host`` is optional. Cases are paired by ``case_key`` (host plus every case parameter). The figure compared
+is a metric's ``median`` when present, else its ``value``.
+
+Direction: time-like metrics (units ms, us, µs, s, or names such as ``time_ms``, ``ttft``, ``tpot``, ``itl``)
+are lower-is-better; rates (GB/s, TFLOP/s, tokens/s, %) are higher-is-better. A metric of unknown direction
+gets the ratio but the verdict ``n/a``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Direction = Literal["lower", "higher"]
+Verdict = Literal["regression", "improvement", "unchanged", "n/a"]
+
+_LOWER_UNITS = frozenset({"ms", "us", "µs", "s", "ns", "s/token", "ms/token", "us/token", "µs/token"})
+_HIGHER_UNITS = frozenset({"GB/s", "TB/s", "TFLOP/s", "tokens/s", "tok/s", "token/s", "req/s", "%", "1/s"})
+_LOWER_NAMES = ("time", "latency", "ttft", "tpot", "itl", "e2e", "us_per_token", "_ms", "_us", "_s")
+_HIGHER_NAMES = ("gbps", "tflops", "throughput", "tokens_per_s", "tok_s", "pct", "accept")
+
+
+def metric_direction(name: str, unit: str = "") -> Direction | None:
+    """``"lower"`` or ``"higher"`` is better for a metric, by its unit, else its name; None if unknown."""
+    if unit in _LOWER_UNITS:
+        return "lower"
+    if unit in _HIGHER_UNITS:
+        return "higher"
+    lname = name.lower()
+    if any(h in lname for h in _HIGHER_NAMES):
+        return "higher"
+    if any(h in lname for h in _LOWER_NAMES):
+        return "lower"
+    return None
+
+
+def case_key(row: Mapping[str, Any]) -> str:
+    """Stable pairing key of a result row: ``host=H`` (when present) then ``name=value`` of every case
+    parameter, sorted by name, space-separated; lists are comma-joined. Example: ``host=b300-0 E=384 M=1``."""
+    parts: list[str] = []
+    if row.get("host") is not None:
+        parts.append(f"host={row['host']}")
+    case = row.get("case") or {}
+    for name in sorted(case):
+        v = case[name]
+        text = ",".join(str(x) for x in v) if isinstance(v, (list, tuple)) else str(v)
+        parts.append(f"{name}={text}")
+    return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class CaseComparison:
+    """One metric of one paired case. ``ratio`` = head/base (None when base is 0); ``change`` = ratio − 1."""
+
+    key: str
+    metric: str
+    unit: str
+    base: float
+    head: float
+    ratio: float | None
+    change: float | None
+    direction: Direction | None
+    verdict: Verdict
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "metric": self.metric,
+            "unit": self.unit,
+            "base": self.base,
+            "head": self.head,
+            "ratio": self.ratio,
+            "change": self.change,
+            "direction": self.direction,
+            "verdict": self.verdict,
+        }
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every paired case and metric, the geometric mean of the head/base ratio per metric, and the keys
+    present on one side only."""
+
+    cases: list[CaseComparison]
+    geomean: dict[str, float]
+    only_base: list[str] = field(default_factory=list)
+    only_head: list[str] = field(default_factory=list)
+    threshold: float = 0.05
+
+    @property
+    def regressions(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.verdict == "regression"]
+
+    @property
+    def improvements(self) -> list[CaseComparison]:
+        return [c for c in self.cases if c.verdict == "improvement"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threshold": self.threshold,
+            "geomean": dict(self.geomean),
+            "cases": [c.to_dict() for c in self.cases],
+            "only_base": list(self.only_base),
+            "only_head": list(self.only_head),
+        }
+
+
+def verdict(ratio: float | None, direction: Direction | None, threshold: float = 0.05) -> Verdict:
+    """``regression``/``improvement`` when head/base moved beyond ``threshold`` (0.05 = 5%) in the bad/good
+    direction, ``unchanged`` within it (a change of exactly the threshold is unchanged), ``n/a`` without a
+    ratio or a direction."""
+    if ratio is None or direction is None:
+        return "n/a"
+    if ratio > 1.0 + threshold:
+        return "regression" if direction == "lower" else "improvement"
+    if ratio < 1.0 - threshold:
+        return "improvement" if direction == "lower" else "regression"
+    return "unchanged"
+
+
+def _figure(m: Any) -> tuple[float, str] | None:
+    if not isinstance(m, Mapping):
+        return None
+    x = m.get("median")
+    if x is None:
+        x = m.get("value")
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x), str(m.get("unit", ""))
+
+
+def _index(
+    rows: Sequence[Mapping[str, Any]], key: Callable[[Mapping[str, Any]], str], side: str
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for row in rows:
+        k = key(row)
+        if k in out:
+            raise ValueError(f"{side} has two results for case {k!r}; pair by a key that tells them apart")
+        out[k] = row.get("metrics") or {}
+    return out
+
+
+def compare(
+    base: Sequence[Mapping[str, Any]],
+    head: Sequence[Mapping[str, Any]],
+    *,
+    metrics: Sequence[str] | None = None,
+    threshold: float = 0.05,
+    key: Callable[[Mapping[str, Any]], str] = case_key,
+) -> Comparison:
+    """Compare ``head`` against ``base`` (lists of result rows, see the module docstring).
+
+    For each case key present on both sides and each metric present on both (or only those in ``metrics``),
+    ratio = head median / base median and a verdict by ``threshold``. ``geomean[metric]`` is the geometric
+    mean of that metric's positive ratios. Cases are returned in ``base`` order, metrics in the base row's
+    order.
+
+    Raises:
+        ValueError: ``threshold`` < 0, or two rows of one side with the same key.
+    """
+    if threshold < 0:
+        raise ValueError(f"threshold must be >= 0, got {threshold}")
+    b, h = _index(base, key, "base"), _index(head, key, "head")
+    cases: list[CaseComparison] = []
+    logs: dict[str, list[float]] = {}
+    for k, bm in b.items():
+        if k not in h:
+            continue
+        hm = h[k]
+        for name in bm:
+            if (metrics is not None and name not in metrics) or name not in hm:
+                continue
+            bf, hf = _figure(bm[name]), _figure(hm[name])
+            if bf is None or hf is None:
+                continue
+            (bv, unit), (hv, _) = bf, hf
+            ratio = hv / bv if bv != 0 else None
+            direction = metric_direction(name, unit)
+            cases.append(
+                CaseComparison(
+                    key=k,
+                    metric=name,
+                    unit=unit,
+                    base=bv,
+                    head=hv,
+                    ratio=ratio,
+                    change=None if ratio is None else ratio - 1.0,
+                    direction=direction,
+                    verdict=verdict(ratio, direction, threshold),
+                )
+            )
+            if ratio is not None and ratio > 0:
+                logs.setdefault(name, []).append(math.log(ratio))
+    geomean = {name: math.exp(sum(v) / len(v)) for name, v in logs.items()}
+    return Comparison(
+        cases=cases,
+        geomean=geomean,
+        only_base=[k for k in b if k not in h],
+        only_head=[k for k in h if k not in b],
+        threshold=threshold,
+    )
