@@ -1,0 +1,136 @@
+"""The run's event spool: one JSON object per line, appended atomically, ``seq`` = 0-based line number.
+
+Writers (the worker, and ``cancel`` when it has to write ``done`` for a killed worker) open the file with
+``O_APPEND``, take ``fcntl.flock`` for the count-then-write step and write each line with a single
+``os.write``, so a follower never sees half a line from us and two writers never reuse a seq. A last line
+without its newline (left by something else) counts as a line; the next append starts on a fresh line.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from . import PROTOCOL_VERSION
+
+SPOOL_NAME = "events.jsonl"
+
+
+def count_lines(data: bytes) -> int:
+    """Lines in ``data``, counting a trailing line that lacks its newline."""
+    n = data.count(b"\n")
+    if data and not data.endswith(b"\n"):
+        n += 1
+    return n
+
+
+def encode_event(seq: int, type_: str, fields: dict[str, Any], ts: float | None = None) -> bytes:
+    doc: dict[str, Any] = {
+        "v": PROTOCOL_VERSION,
+        "seq": seq,
+        "type": type_,
+        "ts": round(time.time() if ts is None else ts, 6),
+    }
+    doc.update(fields)
+    return (json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str) + "\n").encode("utf-8")
+
+
+class Spool:
+    """Appender for one spool file. ``append`` returns the seq it wrote."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._known: tuple[int, int, bool] | None = None  # (size, lines, ends_with_newline)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __enter__(self) -> Spool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _position(self) -> tuple[int, bool]:
+        size = os.fstat(self._fd).st_size
+        if self._known is not None and self._known[0] == size:
+            return self._known[1], self._known[2]
+        with open(self.path, "rb") as f:
+            data = f.read()
+        return count_lines(data), (not data or data.endswith(b"\n"))
+
+    def append(self, type_: str, fsync: bool = False, **fields: Any) -> int:
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        try:
+            seq, clean_end = self._position()
+            line = encode_event(seq, type_, fields)
+            if not clean_end:
+                line = b"\n" + line
+            os.write(self._fd, line)
+            if fsync:
+                os.fsync(self._fd)
+            self._known = (os.fstat(self._fd).st_size, seq + 1, True)
+            return seq
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+
+def line_type(raw: bytes) -> str | None:
+    """The ``type`` of a spool line, or None when it is not a JSON object."""
+    try:
+        doc = json.loads(raw.decode("utf-8", "replace"))
+    except ValueError:
+        return None
+    t = doc.get("type") if isinstance(doc, dict) else None
+    return t if isinstance(t, str) else None
+
+
+def read_lines(path: str) -> list[bytes]:
+    """Complete lines (with their newline) of the spool; a trailing partial line is left out."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return []
+    lines = data.splitlines(keepends=True)
+    if lines and not lines[-1].endswith(b"\n"):
+        lines.pop()
+    return lines
+
+
+def find_done(lines: list[bytes]) -> dict[str, Any] | None:
+    """The last ``done`` event in ``lines`` as a dict, or None."""
+    for raw in reversed(lines):
+        if b'"done"' in raw and line_type(raw) == "done":
+            doc = json.loads(raw.decode("utf-8", "replace"))
+            return doc if isinstance(doc, dict) else None
+    return None
+
+
+def iter_new_lines(path: str, offset: int, line_no: int) -> Iterator[tuple[bytes, int, int]]:
+    """Complete lines after byte ``offset`` (which is the start of line ``line_no``).
+
+    Yields ``(raw_line, line_no_of_it, offset_after_it)``; a partial last line is not yielded (read it later).
+    """
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            data = f.read()
+    except FileNotFoundError:
+        return
+    pos = 0
+    while True:
+        nl = data.find(b"\n", pos)
+        if nl < 0:
+            return
+        raw = data[pos : nl + 1]
+        pos = nl + 1
+        yield raw, line_no, offset + pos
+        line_no += 1

@@ -1,0 +1,222 @@
+"""Host facts for orch — SELF-CONTAINED: stdlib only, no imports from the agent package.
+
+The orchestrator's doctor runs this file's text directly, in one SSH round trip::
+
+    python3 -c "<this source>" --json [--orch-home DIR]
+
+and the agent imports it for ``facts`` and the ``hello`` event. ``collect(orch_home)`` returns a dict with
+exactly these keys (sizes in bytes):
+
+- ``hostname``, ``kernel`` (``uname -r``), ``cpu_count``, ``mem_total_bytes`` (None when unknown)
+- ``python``: ``{executable, version}``
+- ``torch``: ``{ok, version, cuda_available, cuda_version, device_count, devices: [{name, total_memory_bytes,
+  capability ("9.0")}], error}`` — probed in a child process of the same interpreter (60 s deadline) so a
+  broken torch or CUDA driver cannot take this probe down; ``error`` is the exact exception text, e.g.
+  ``"No module named 'torch'"``.
+- ``nvidia_smi``: ``{found, rc, stdout, stderr}`` of
+  ``nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS> --format=csv`` (with its header line; parsed by the
+  orchestrator), 30 s deadline.
+- ``disk``: ``{path, total_bytes, free_bytes}`` of orch_home, or its nearest existing parent.
+- ``orch``: ``{home, agents: [sha...], builds: [sha...], current_build}`` from
+  ``<home>/agent/<sha>/agent.pyz``, ``<home>/builds/<sha>/`` (hex names only, so half-written temporaries
+  are not listed) and the ``<home>/builds/current`` symlink.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import socket
+import string
+import subprocess
+import sys
+
+NVIDIA_SMI_FIELDS = (
+    "name,uuid,driver_version,memory.total,clocks.max.sm,clocks.max.mem,ecc.mode.current,pci.bus_id"
+)
+TORCH_PROBE_TIMEOUT_S = 60.0
+NVIDIA_SMI_TIMEOUT_S = 30.0
+DEFAULT_ORCH_HOME = "~/.orch"
+
+# Runs in a child interpreter: prints one JSON object, whatever happens to torch.
+_TORCH_PROBE = r"""
+import json
+out = {"ok": False, "version": None, "cuda_available": False, "cuda_version": None,
+       "device_count": 0, "devices": [], "error": None}
+try:
+    import torch
+    out["version"] = str(torch.__version__)
+    out["cuda_version"] = torch.version.cuda
+    out["cuda_available"] = bool(torch.cuda.is_available())
+    if out["cuda_available"]:
+        out["device_count"] = int(torch.cuda.device_count())
+        for i in range(out["device_count"]):
+            p = torch.cuda.get_device_properties(i)
+            out["devices"].append({"name": p.name, "total_memory_bytes": int(p.total_memory),
+                                   "capability": "%d.%d" % (p.major, p.minor)})
+    out["ok"] = True
+except BaseException as exc:
+    out["error"] = str(exc) if isinstance(exc, ImportError) else "%s: %s" % (type(exc).__name__, exc)
+print(json.dumps(out))
+"""
+
+
+def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
+    base = {
+        "ok": False,
+        "version": None,
+        "cuda_available": False,
+        "cuda_version": None,
+        "device_count": 0,
+        "devices": [],
+        "error": None,
+    }
+    try:
+        proc = subprocess.run(
+            [sys.executable or "python3", "-c", _TORCH_PROBE],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        base["error"] = f"torch probe timed out after {timeout_s:g} s (import torch / CUDA init hung)"
+        return base
+    except OSError as exc:
+        base["error"] = f"could not start the torch probe with {sys.executable}: {exc}"
+        return base
+    text = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        doc = json.loads(text[-1]) if text else None
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        tail = proc.stderr.decode("utf-8", "replace").strip()[-500:]
+        base["error"] = f"torch probe exited with status {proc.returncode}: {tail}"
+        return base
+    base.update({k: doc.get(k, v) for k, v in base.items()})
+    return base
+
+
+def _nvidia_smi(timeout_s: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {"found": False, "rc": None, "stdout": "", "stderr": "nvidia-smi not found on PATH"}
+    try:
+        proc = subprocess.run(
+            [exe, "--query-gpu=" + NVIDIA_SMI_FIELDS, "--format=csv"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=timeout_s,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return {
+            "found": True,
+            "rc": None,
+            "stdout": "",
+            "stderr": f"nvidia-smi timed out after {timeout_s:g} s",
+        }
+    except OSError as exc:
+        return {"found": True, "rc": None, "stdout": "", "stderr": str(exc)}
+    return {
+        "found": True,
+        "rc": proc.returncode,
+        "stdout": proc.stdout.decode("utf-8", "replace"),
+        "stderr": proc.stderr.decode("utf-8", "replace"),
+    }
+
+
+def _mem_total_bytes():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _disk(home: str) -> dict:
+    path = home
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return {"path": path, "total_bytes": None, "free_bytes": None}
+    return {"path": path, "total_bytes": st.f_frsize * st.f_blocks, "free_bytes": st.f_frsize * st.f_bavail}
+
+
+def _is_hex(name: str) -> bool:
+    return bool(name) and all(c in string.hexdigits for c in name)
+
+
+def _listdir(path: str) -> list:
+    try:
+        return sorted(os.listdir(path))
+    except OSError:
+        return []
+
+
+def _orch(home: str) -> dict:
+    agent_dir = os.path.join(home, "agent")
+    builds_dir = os.path.join(home, "builds")
+    agents = [
+        n
+        for n in _listdir(agent_dir)
+        if _is_hex(n) and os.path.isfile(os.path.join(agent_dir, n, "agent.pyz"))
+    ]
+    builds = [n for n in _listdir(builds_dir) if _is_hex(n) and os.path.isdir(os.path.join(builds_dir, n))]
+    current = None
+    link = os.path.join(builds_dir, "current")
+    if os.path.islink(link):
+        current = os.path.basename(os.readlink(link).rstrip("/")) or None
+    return {"home": home, "agents": agents, "builds": builds, "current_build": current}
+
+
+def resolve_home(orch_home=None) -> str:
+    """The absolute orch home: the argument, else ``~/.orch``."""
+    return os.path.abspath(os.path.expanduser(orch_home or DEFAULT_ORCH_HOME))
+
+
+def collect(orch_home=None) -> dict:
+    """All host facts (see the module docstring). Never raises for a missing GPU, torch or nvidia-smi."""
+    home = resolve_home(orch_home)
+    uname = platform.uname()
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": uname.release,
+        "cpu_count": os.cpu_count(),
+        "mem_total_bytes": _mem_total_bytes(),
+        "python": {"executable": sys.executable, "version": platform.python_version()},
+        "torch": _torch_facts(),
+        "nvidia_smi": _nvidia_smi(),
+        "disk": _disk(home),
+        "orch": _orch(home),
+    }
+
+
+def _main(argv) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="sysinfo", description="print orch host facts as JSON")
+    ap.add_argument("--json", action="store_true", help="print JSON (the only format)")
+    ap.add_argument("--orch-home", default=None, help="orch home directory (default ~/.orch)")
+    args = ap.parse_args(argv)
+    json.dump(collect(args.orch_home), sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,134 @@
+"""The detached worker: runs a spec's cases and appends events to the spool.
+
+Event order: ``hello``, then per case ``case_start`` and ``result`` or ``error``, ``log`` lines in between,
+and finally ``done`` (fsync'ed) with ``status`` completed (every case ran; some may have errored), failed (the
+spec was bad, the run broke, or every case errored) or cancelled (SIGTERM). SIGTERM interrupts the running
+case at once; the worker still writes ``done`` before it exits.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import traceback
+from typing import Any
+
+from . import sysinfo
+from .benches import Context, load
+from .meta import agent_version
+from .runs import RunDir
+from .spec import validate
+from .spool import Spool
+
+
+class Cancelled(BaseException):
+    """Raised from the SIGTERM handler while a case runs; a BaseException so benches do not swallow it."""
+
+
+def describe_exception(exc: BaseException, tail_lines: int = 6) -> str:
+    """``"Type: message"`` followed by the last lines of the traceback."""
+    head = f"{type(exc).__name__}: {exc}"
+    tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
+    lines = [ln for ln in "".join(tb[:-1]).rstrip().splitlines() if ln.strip(" ^~")][-tail_lines:]
+    return head + ("\n" + "\n".join(lines) if lines else "")
+
+
+def _check_result(out: Any) -> dict[str, Any]:
+    if not isinstance(out, dict) or not isinstance(out.get("metrics"), dict):
+        raise TypeError(
+            f"bench returned {type(out).__name__!r}, expected {{'metrics': {{...}}, 'info': {{...}}}}"
+        )
+    return out
+
+
+def run(run_dir: str) -> int:
+    """Run the spec in ``run_dir``; returns the process exit status (0 unless the run itself failed)."""
+    rd = RunDir(run_dir)
+    flags = {"interruptible": False, "cancelled": False}
+
+    def on_term(signum: int, frame: Any) -> None:
+        flags["cancelled"] = True
+        if flags["interruptible"]:
+            flags["interruptible"] = False
+            raise Cancelled()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    counts = {"results": 0, "errors": 0}
+    status = "failed"
+    spec: dict[str, Any] | None = None
+    with Spool(rd.spool) as spool:
+        try:
+            try:
+                with open(rd.spec_path) as f:
+                    spec = validate(json.load(f))
+            except (OSError, ValueError) as exc:
+                spool.append(
+                    "hello",
+                    agent_version=agent_version(),
+                    run_id=rd.run_id,
+                    suite=None,
+                    facts=sysinfo.collect(rd.orch_home),
+                    cases_total=0,
+                )
+                spool.append("error", message=f"bad spec: {describe_exception(exc, 0)}")
+                counts["errors"] += 1
+                return 1
+            cases = spec["cases"]
+            spool.append(
+                "hello",
+                agent_version=agent_version(),
+                run_id=spec["run_id"],
+                suite=spec["suite"],
+                bench=spec["bench"],
+                facts=sysinfo.collect(rd.orch_home),
+                cases_total=len(cases),
+            )
+            ctx = Context(
+                repeat=spec["repeat"],
+                warmup=spec["warmup"],
+                device=spec["device"],
+                seed=spec["seed"],
+                log=lambda level, msg: spool.append("log", level=level, message=msg),
+            )
+            bench = load(spec["bench"])
+            for i, case in enumerate(cases):
+                if flags["cancelled"]:
+                    raise Cancelled()
+                spool.append("case_start", case_index=i, case=case)
+                try:
+                    flags["interruptible"] = True
+                    out = bench(case, ctx)
+                    flags["interruptible"] = False
+                    out = _check_result(out)
+                except Exception as exc:
+                    flags["interruptible"] = False
+                    spool.append(
+                        "error",
+                        case_index=i,
+                        case=case,
+                        message=describe_exception(exc),
+                        exception=type(exc).__name__,
+                    )
+                    counts["errors"] += 1
+                    continue
+                spool.append(
+                    "result", case_index=i, case=case, metrics=out["metrics"], info=out.get("info", {})
+                )
+                counts["results"] += 1
+            status = "failed" if counts["errors"] and not counts["results"] else "completed"
+            return 0
+        except Cancelled:
+            status = "cancelled"
+            spool.append("log", level="warning", message="cancelled by SIGTERM")
+            return 0
+        except Exception as exc:
+            flags["interruptible"] = False
+            spool.append("error", message=f"agent worker failed: {describe_exception(exc)}")
+            counts["errors"] += 1
+            return 1
+        finally:
+            flags["interruptible"] = False
+            if flags["cancelled"]:
+                status = "cancelled"
+            spool.append("done", fsync=True, status=status, counts=counts)
