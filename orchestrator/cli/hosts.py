@@ -1,0 +1,54 @@
+"""``orch hosts list`` and ``orch hosts trust HOST``."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+
+from orchestrator import trust
+from orchestrator.cli import render
+from orchestrator.cli.context import app_context
+
+app = typer.Typer(help="Show the inventory; record a host's SSH key after confirming its fingerprint.",
+                  no_args_is_help=True)
+
+
+@app.command("list")
+def list_hosts(
+    ctx: typer.Context,
+    hosts: Annotated[str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Show the resolved inventory (defaults and group vars applied)."""
+    selected = app_context(ctx).inventory().select(hosts)
+    if json_out:
+        render.print_json({"hosts": [h.to_dict() for h in selected]})
+    else:
+        render.hosts_table(selected)
+
+
+@app.command("trust")
+def trust_host(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Argument(help="Inventory host name.")],
+    fingerprint: Annotated[str | None, typer.Option("--fingerprint", help="Expected key fingerprint, SHA256:...; checked against the offered key.")] = None,
+    replace: Annotated[bool, typer.Option("--replace", help="Replace the host's existing entries (backup kept as known_hosts.old).")] = False,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Deadline to fetch the key, s; default 10.")] = 10.0,
+) -> None:
+    """Fetch the host key offered by HOST and record it in known_hosts once you confirm its fingerprint."""
+    h = app_context(ctx).inventory().host(host)
+    offer = asyncio.run(trust.fetch_offer(h, timeout_s=timeout))
+    render.trust_offer(offer)
+    if offer.verdict.verdict in ("match", "cert-authority"):
+        render.console().print(f"{host}: already trusted ({offer.verdict.verdict}); nothing to do.")
+        return
+    confirmed = fingerprint
+    if confirmed is None:
+        confirmed = typer.prompt(
+            "Type the fingerprint you verified on the host's console (SHA256:...), or Ctrl-C to stop", default="",
+            show_default=False,
+        )
+    result = trust.record(offer, confirmed_fingerprint=confirmed, replace=replace)
+    render.trust_result(host, result)

@@ -1,0 +1,297 @@
+"""``orch doctor``: per host, every check from DNS to the deployed agent; returns a DoctorReport, never prints.
+
+One SSH connection per host; the remote facts (python, torch/CUDA, nvidia-smi, disk, deployed agent/builds)
+come back in ONE round trip: the agent's self-contained ``sysinfo.py`` run as ``PYTHON -c SOURCE --json``
+under the host's configured interpreter.
+
+Check names and order: dns, tcp, banner, hostkey, auth, python, gpus, disk, agent. Statuses: ok, warn, fail,
+skipped. A host passes when no check failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import OrchError
+from orchestrator.facts import gpus_from_facts
+from orchestrator.fanout import fanout
+from orchestrator.inventory import Host, Inventory
+from orchestrator.transport.base import Transport
+
+CHECK_NAMES = ("dns", "tcp", "banner", "hostkey", "auth", "python", "gpus", "disk", "agent")
+DISK_WARN_BYTES = 20 * 10**9  # a kimi-k2-class engine build plus spooled runs needs tens of GB
+DISK_FAIL_BYTES = 1 * 10**9
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # ok | warn | fail | skipped
+    detail: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, **self.data}
+
+
+@dataclass
+class HostReport:
+    host: str
+    address: str | None
+    port: int | None
+    checks: list[Check]
+    facts: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return all(c.status != "fail" for c in self.checks)
+
+    def check(self, name: str) -> Check:
+        for c in self.checks:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "address": self.address,
+            "port": self.port,
+            "ok": self.ok,
+            "checks": [c.to_dict() for c in self.checks],
+        }
+
+
+@dataclass
+class DoctorReport:
+    hosts: list[HostReport]
+
+    @property
+    def ok(self) -> bool:
+        return all(h.ok for h in self.hosts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"hosts": [h.to_dict() for h in self.hosts]}
+
+
+@dataclass(frozen=True)
+class DoctorOptions:
+    timeout_s: float = 10.0  # per step (dns, tcp, banner) and for the login; the facts probe gets 6x
+    concurrency: int = 64
+    local_agent_sha: str | None = None
+
+
+def _python_argv(host: Host) -> str:
+    if host.python:
+        return host.python
+    return sys.executable if host.connection == "local" else "python3"
+
+
+def probe_argv(host: Host) -> list[str]:
+    """The one remote command doctor runs: sysinfo.py's source under the host's interpreter."""
+    from orchestrator.agent_build import sysinfo_source
+
+    return [_python_argv(host), "-c", sysinfo_source(), "--json"]
+
+
+async def open_transport(host: Host, *, timeout_s: float, trace: Any | None = None) -> Transport:
+    """Connect to a host by its ``connection`` kind (ssh or local)."""
+    if host.connection == "local":
+        from orchestrator.transport.local import LocalTransport
+
+        return LocalTransport(host.name)
+    from orchestrator.transport import ssh
+
+    dl = ssh.Deadlines(dns_s=timeout_s, tcp_s=timeout_s, banner_s=timeout_s, login_s=max(timeout_s, 5.0) * 1.5)
+    return await ssh.connect(host, deadlines=dl, trace=trace)
+
+
+async def check_host(host: Host, opts: DoctorOptions) -> HostReport:
+    checks: list[Check] = []
+    address, port = host.address, host.port
+    transport: Transport | None = None
+    if host.connection == "local":
+        for name in ("dns", "tcp", "banner", "hostkey", "auth"):
+            checks.append(Check(name, "skipped", "connection: local"))
+        transport = await open_transport(host, timeout_s=opts.timeout_s)
+    else:
+        from orchestrator.transport import ssh
+
+        trace = ssh.ConnectTrace()
+        try:
+            target = ssh.resolve_target(host)
+            address, port = target.hostname, target.port
+            transport = await open_transport(host, timeout_s=opts.timeout_s, trace=trace)
+        except OrchError as exc:
+            failure: OrchError | None = exc
+        else:
+            failure = None
+        for name in ("dns", "tcp", "banner", "hostkey", "auth"):
+            step = trace.steps.get(name)
+            if step is not None:
+                checks.append(Check(name, step.status, step.detail, dict(step.data)))
+            elif failure is not None and not any(c.status == "fail" for c in checks):
+                checks.append(Check(name, "fail", failure.message, {"hint": failure.hint} if failure.hint else {}))
+            else:
+                checks.append(Check(name, "skipped", "an earlier check failed"))
+        if failure is not None:
+            _add_hint(checks, failure)
+    if transport is None:
+        checks += [Check(n, "skipped", "not connected") for n in ("python", "gpus", "disk", "agent")]
+        return HostReport(host.name, address, port, checks)
+    try:
+        facts, remote_checks = await _remote_checks(host, transport, opts)
+    finally:
+        await transport.close()
+    checks += remote_checks
+    return HostReport(host.name, address, port, checks, facts)
+
+
+def _add_hint(checks: list[Check], failure: OrchError) -> None:
+    for c in checks:
+        if c.status == "fail" and failure.hint and "hint" not in c.data:
+            c.data["hint"] = failure.hint
+            return
+
+
+async def _remote_checks(host: Host, transport: Transport, opts: DoctorOptions) -> tuple[dict[str, Any] | None,
+                                                                                      list[Check]]:
+    python = _python_argv(host)
+    try:
+        res = await transport.run(probe_argv(host), timeout_s=opts.timeout_s * 6, check=False)
+    except OrchError as exc:
+        return None, [Check("python", "fail", exc.message)] + [
+            Check(n, "skipped", "the facts probe failed") for n in ("gpus", "disk", "agent")
+        ]
+    if res.exit_status != 0:
+        err = res.stderr.strip().splitlines()[-1:] or ["(no output)"]
+        missing = res.exit_status == 127 or "not found" in err[0] or "No such file" in err[0]
+        detail = (f"{python}: not found on the host" if missing else
+                  f"{python} failed (exit {res.exit_status}): {err[0]}")
+        return None, [Check("python", "fail", detail, {
+            "hint": "set `python:` for this host in the inventory to an existing Python 3.8+ interpreter"})] + [
+            Check(n, "skipped", "no facts: the python check failed") for n in ("gpus", "disk", "agent")
+        ]
+    try:
+        facts = json.loads(res.stdout)
+    except ValueError:
+        return None, [Check("python", "fail", f"{python} printed something other than the facts JSON: "
+                            f"{res.stdout[:120]!r}")] + [
+            Check(n, "skipped", "no facts") for n in ("gpus", "disk", "agent")
+        ]
+    return facts, [
+        python_check(facts, python),
+        gpus_check(facts),
+        disk_check(facts),
+        agent_check(facts, opts.local_agent_sha),
+    ]
+
+
+def python_check(facts: dict[str, Any], python: str) -> Check:
+    """ok: torch imports (and sees CUDA where nvidia-smi sees GPUs); fail: no torch, or GPUs torch can't see."""
+    py = facts.get("python") or {}
+    torch = facts.get("torch") or {}
+    version = str(py.get("version", "?")).split()[0]
+    data: dict[str, Any] = {
+        "interpreter": python, "executable": py.get("executable"), "version": version,
+        "torch": torch.get("version"), "cuda_available": bool(torch.get("cuda_available")),
+        "cuda_version": torch.get("cuda_version"),
+    }
+    gpus = gpus_from_facts(facts)
+    if not torch.get("ok"):
+        err = torch.get("error") or "torch did not import"
+        data["hint"] = (f"`{python}` cannot import torch; set `python:` in the inventory for this host to the "
+                        "interpreter that has torch (e.g. python: /opt/torch/.venv/bin/python3)")
+        return Check("python", "fail", f"Python {version} at {py.get('executable', python)}: {err}", data)
+    if gpus and not torch.get("cuda_available"):
+        data["hint"] = "install a CUDA build of torch in that interpreter, or point `python:` at one"
+        return Check("python", "fail", f"Python {version}, torch {torch.get('version')} does not see CUDA "
+                     f"although nvidia-smi lists {len(gpus)} GPU(s)", data)
+    cuda = (f"CUDA {torch.get('cuda_version')}, {torch.get('device_count')} device(s)"
+            if torch.get("cuda_available") else "CPU only")
+    return Check("python", "ok", f"Python {version}, torch {torch.get('version')} ({cuda})", data)
+
+
+def gpus_check(facts: dict[str, Any]) -> Check:
+    smi = facts.get("nvidia_smi") or {}
+    if not smi.get("found"):
+        return Check("gpus", "warn", "no GPU: nvidia-smi not found on the host", {"count": 0, "gpus": []})
+    if smi.get("rc") != 0:
+        err = (str(smi.get("stderr") or smi.get("stdout") or "").strip().splitlines() or ["?"])[-1]
+        return Check("gpus", "fail", f"nvidia-smi failed (exit {smi.get('rc')}): {err}",
+                     {"count": 0, "gpus": [], "hint": "check the NVIDIA driver on the host (dmesg, nvidia-smi)"})
+    try:
+        gpus = gpus_from_facts(facts)
+    except ValueError as exc:
+        return Check("gpus", "fail", f"cannot parse nvidia-smi output: {exc}", {"count": 0, "gpus": []})
+    if not gpus:
+        return Check("gpus", "warn", "no GPU: nvidia-smi lists none", {"count": 0, "gpus": []})
+    names = sorted({g.name for g in gpus})
+    mem = gpus[0].memory_mib
+    detail = (f"{len(gpus)}x {', '.join(names)}"
+              + (f", {mem} MiB each" if mem else "") + f", driver {gpus[0].driver_version}")
+    return Check("gpus", "ok", detail, {"count": len(gpus), "gpus": [g.to_dict() for g in gpus]})
+
+
+def disk_check(facts: dict[str, Any]) -> Check:
+    disk = facts.get("disk") or {}
+    free = disk.get("free_bytes")
+    if not isinstance(free, int):
+        return Check("disk", "warn", "free space unknown", {})
+    data = {"path": disk.get("path"), "free_bytes": free, "total_bytes": disk.get("total_bytes")}
+    text = f"{free / 1e9:.1f} GB free at {disk.get('path')}"
+    if free < DISK_FAIL_BYTES:
+        return Check("disk", "fail", text, {**data, "hint": "free space on the host before deploying"})
+    if free < DISK_WARN_BYTES:
+        return Check("disk", "warn", text + " (under 20 GB)", data)
+    return Check("disk", "ok", text, data)
+
+
+def agent_check(facts: dict[str, Any], local_sha: str | None) -> Check:
+    orch = facts.get("orch") or {}
+    agents = list(orch.get("agents") or [])
+    current = orch.get("current_build")
+    data = {"agents": agents, "builds": list(orch.get("builds") or []), "current_build": current}
+    build = f"; build {current[:12]}" if current else "; no engine build deployed"
+    if not agents:
+        return Check("agent", "ok", "no agent deployed yet (orch deploy / orch run installs it)" + build, data)
+    if local_sha and local_sha not in agents:
+        return Check("agent", "warn", f"deployed agent(s) {', '.join(a[:12] for a in agents)} differ from this "
+                     f"orch's {local_sha[:12]}; orch deploy updates it" + build, data)
+    shown = local_sha[:12] if local_sha else agents[-1][:12]
+    return Check("agent", "ok", f"agent {shown} deployed" + build, data)
+
+
+async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOptions) -> DoctorReport:
+    """Check every selected host concurrently. Raises SelectionError for a bad selector; never raises for a host."""
+    hosts = inventory.select(selector)
+    if opts.local_agent_sha is None:
+        from orchestrator.agent_build import agent_sha256
+
+        opts = DoctorOptions(opts.timeout_s, opts.concurrency, agent_sha256())
+    deadline = opts.timeout_s * 10 + 5
+    outcomes = await fanout(hosts, lambda h: check_host(h, opts), concurrency=opts.concurrency,
+                            deadline_s=deadline)
+    reports = []
+    for o in outcomes:
+        if o.value is not None:
+            reports.append(o.value)
+        else:
+            msg = o.error.message if o.error else "unknown failure"
+            reports.append(HostReport(o.host.name, o.host.address, o.host.port,
+                                      [Check("dns", "fail", msg)] +
+                                      [Check(n, "skipped", "doctor failed for this host") for n in CHECK_NAMES[1:]]))
+    return DoctorReport(reports)
+
+
+def run_doctor_sync(inventory: Inventory, selector: str | None, opts: DoctorOptions) -> DoctorReport:
+    return asyncio.run(run_doctor(inventory, selector, opts))
+
+
+def known_hosts_path(home: Path | None = None) -> Path:
+    return (home or Path.home()) / ".ssh" / "known_hosts"

@@ -1,0 +1,340 @@
+"""The inventory: which hosts exist, how to reach them, and how ``--hosts`` selects among them — pure.
+
+Shape (``inventory.yaml``)::
+
+    defaults: {user: root, port: 22, python: python3, connection: ssh}
+    groups:
+      b300:
+        vars: {python: /opt/venv/bin/python3}
+        hosts:
+          b300-0: {address: b300-0.example, port: 2222}
+          b300-1: {}          # no address: the name is an ~/.ssh/config alias or a DNS name
+
+Precedence for a host's settings: the host's own keys, then its group's ``vars``, then ``defaults``, then (for
+SSH settings left unset: address, port, user, identity_file) the user's ``~/.ssh/config``, then OpenSSH's
+defaults. A key that is unset everywhere stays ``None`` here so that ssh_config can fill it in
+(``transport/ssh.py`` resolves it).
+
+Errors: :class:`~orchestrator.errors.InventoryError` naming the file, the line and the fix;
+:class:`~orchestrator.errors.SelectionError` when ``--hosts`` matches nothing.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from orchestrator.errors import InventoryError, SelectionError
+
+HOST_KEYS = (
+    "address", "port", "user", "identity_file", "python", "connection", "labels", "gpu", "build_dir",
+)
+
+
+class GpuOverride(BaseModel):
+    """Per-host or per-group GPU figures for a SKU the catalog lacks or gets wrong.
+
+    ``peak_mem_gbps``: datasheet memory bandwidth, GB/s (1e9 B/s). ``bf16_tflops`` / ``fp8_tflops``: dense
+    TFLOP/s. ``name``: what to call it in tables.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = None
+    peak_mem_gbps: float | None = Field(default=None, gt=0)
+    bf16_tflops: float | None = Field(default=None, gt=0)
+    fp8_tflops: float | None = Field(default=None, gt=0)
+
+
+class HostVars(BaseModel):
+    """Settings that may appear in ``defaults``, a group's ``vars`` or a host entry. ``None`` = unset."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None
+    port: int | None = Field(default=None, ge=1, le=65535)
+    user: str | None = None
+    identity_file: str | None = None
+    python: str | None = None
+    connection: Literal["ssh", "local"] | None = None
+    labels: dict[str, str] | None = None
+    gpu: GpuOverride | None = None
+    build_dir: str | None = None
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels_to_str(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {str(k): str(val) for k, val in v.items()}
+        return v
+
+
+class GroupSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vars: HostVars = Field(default_factory=HostVars)
+    hosts: dict[str, HostVars | None] = Field(default_factory=dict)
+
+
+class InventorySpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    defaults: HostVars = Field(default_factory=HostVars)
+    groups: dict[str, GroupSpec | None] = Field(default_factory=dict)
+    suite_dir: str | None = None
+
+
+@dataclass(frozen=True)
+class Host:
+    """One resolved host. ``address``/``port``/``user``/``identity_file`` may be None: ssh_config decides.
+
+    ``python`` is the interpreter the agent runs under (like Ansible's ``ansible_python_interpreter``);
+    for ``connection: local`` an unset ``python`` means the interpreter running orch.
+    """
+
+    name: str
+    group: str
+    connection: Literal["ssh", "local"] = "ssh"
+    address: str | None = None
+    port: int | None = None
+    user: str | None = None
+    identity_file: str | None = None
+    python: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    gpu: GpuOverride | None = None
+    build_dir: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "group": self.group,
+            "connection": self.connection,
+            "address": self.address,
+            "port": self.port,
+            "user": self.user,
+            "identity_file": self.identity_file,
+            "python": self.python,
+            "labels": dict(self.labels),
+            "gpu": self.gpu.model_dump(exclude_none=True) if self.gpu else None,
+            "build_dir": self.build_dir,
+        }
+
+
+@dataclass(frozen=True)
+class Inventory:
+    path: str
+    hosts: tuple[Host, ...]
+    groups: dict[str, tuple[str, ...]]
+    suite_dir: str | None = None
+
+    def host(self, name: str) -> Host:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise SelectionError(
+            f"no host {name!r} in {self.path}",
+            f"known hosts: {', '.join(h.name for h in self.hosts) or '(none)'}",
+        )
+
+    def select(self, selector: str | None) -> list[Host]:
+        """Hosts matching ``selector``: a group name, a host name, a glob (``b300-*``), or a comma list of those.
+
+        ``None``, ``""`` or ``all`` selects every host. Order follows the inventory; duplicates are dropped.
+        Raises SelectionError when a term matches nothing (naming the term) or the result is empty.
+        """
+        if selector is None or selector.strip() in ("", "all", "*"):
+            if not self.hosts:
+                raise SelectionError(f"{self.path} defines no hosts", "add a host under groups: in the inventory")
+            return list(self.hosts)
+        chosen: set[str] = set()
+        for raw in selector.split(","):
+            term = raw.strip()
+            if not term:
+                continue
+            matched = self._match_term(term)
+            if not matched:
+                raise SelectionError(
+                    f"--hosts {term!r} matches no group or host in {self.path}",
+                    f"groups: {', '.join(sorted(self.groups)) or '(none)'}; "
+                    f"hosts: {', '.join(h.name for h in self.hosts) or '(none)'}",
+                )
+            chosen.update(matched)
+        if not chosen:
+            raise SelectionError(f"--hosts {selector!r} selects no host", "name a group, a host or a glob")
+        return [h for h in self.hosts if h.name in chosen]
+
+    def _match_term(self, term: str) -> set[str]:
+        if term in self.groups:
+            return set(self.groups[term])
+        names = {h.name for h in self.hosts}
+        if term in names:
+            return {term}
+        out = {n for n in names if fnmatch.fnmatchcase(n, term)}
+        for g, members in self.groups.items():
+            if fnmatch.fnmatchcase(g, term):
+                out.update(members)
+        return out
+
+
+class _LineLoader(yaml.SafeLoader):
+    """SafeLoader that remembers the line of every mapping key, for error messages."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    mapping: dict[Any, Any] = {}
+    lines: dict[Any, int] = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        if key in mapping:
+            raise InventoryError(
+                f"duplicate key {key!r}", "remove one of the two entries", line=key_node.start_mark.line + 1
+            )
+        mapping[key] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+        lines[key] = key_node.start_mark.line + 1
+    mapping_with_lines = _LinedDict(mapping)
+    mapping_with_lines.lines = lines
+    mapping_with_lines.line = node.start_mark.line + 1
+    return mapping_with_lines
+
+
+class _LinedDict(dict[Any, Any]):
+    lines: dict[Any, int]
+    line: int
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)  # type: ignore[arg-type]
+
+
+def _line_of(doc: Any, loc: tuple[int | str, ...]) -> int:
+    """Best line for a pydantic error location: the deepest key we can find."""
+    line = 0
+    node = doc
+    for part in loc:
+        if isinstance(node, _LinedDict):
+            if part in node.lines:
+                line = node.lines[part]
+                node = node[part]
+                continue
+            line = line or node.line
+        break
+    return line
+
+
+def _fix_for(err: dict[str, Any]) -> str:
+    kind = err.get("type", "")
+    key = err["loc"][-1] if err.get("loc") else ""
+    if kind == "extra_forbidden":
+        if len(err["loc"]) >= 2 and err["loc"][-2] in ("vars", "defaults") or len(err["loc"]) >= 4:
+            return f"unknown key {key!r}; host keys are: {', '.join(HOST_KEYS)}"
+        return f"unknown key {key!r}; top-level keys are: defaults, groups, suite_dir; a group has vars and hosts"
+    if kind == "literal_error":
+        return "connection must be 'ssh' or 'local'"
+    return "see the inventory shape in the README"
+
+
+def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
+    """Parse inventory YAML text. Raises InventoryError with path:line and a fix."""
+    try:
+        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
+    except InventoryError as exc:
+        raise InventoryError(exc.message, exc.hint, path=path, line=exc.line) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InventoryError(
+            f"not valid YAML: {problem}", "check indentation and quoting near that line", path=path, line=line
+        ) from None
+    if doc is None:
+        doc = {}
+    if not isinstance(doc, dict):
+        raise InventoryError(
+            "the top level must be a mapping with 'defaults' and 'groups'", "see the README", path=path, line=1
+        )
+    try:
+        spec = InventorySpec.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        where = ".".join(str(p) for p in loc)
+        raise InventoryError(
+            f"{where}: {err['msg']}", _fix_for(dict(err)), path=path, line=_line_of(doc, loc)
+        ) from None
+    return _resolve(spec, path)
+
+
+def _resolve(spec: InventorySpec, path: str) -> Inventory:
+    hosts: list[Host] = []
+    groups: dict[str, tuple[str, ...]] = {}
+    seen: dict[str, str] = {}
+    for gname, group in spec.groups.items():
+        group = group or GroupSpec()
+        members = []
+        for hname, hv in group.hosts.items():
+            if hname in seen:
+                raise InventoryError(
+                    f"host {hname!r} appears in groups {seen[hname]!r} and {gname!r}",
+                    "a host belongs to one group; use labels for other groupings",
+                    path=path,
+                )
+            if hname in spec.groups:
+                raise InventoryError(
+                    f"{hname!r} is both a group and a host name", "rename one of them", path=path
+                )
+            seen[hname] = gname
+            members.append(hname)
+            hosts.append(_merge(hname, gname, hv or HostVars(), group.vars, spec.defaults))
+        groups[gname] = tuple(members)
+    return Inventory(path=path, hosts=tuple(hosts), groups=groups, suite_dir=spec.suite_dir)
+
+
+def _merge(name: str, group: str, own: HostVars, gvars: HostVars, defaults: HostVars) -> Host:
+    def pick(key: str) -> Any:
+        for layer in (own, gvars, defaults):
+            v = getattr(layer, key)
+            if v is not None:
+                return v
+        return None
+
+    labels: dict[str, str] = {}
+    for layer in (defaults, gvars, own):
+        labels.update(layer.labels or {})
+    gpu: GpuOverride | None = None
+    for layer in (defaults, gvars, own):
+        if layer.gpu is not None:
+            merged = (gpu.model_dump(exclude_none=True) if gpu else {}) | layer.gpu.model_dump(exclude_none=True)
+            gpu = GpuOverride.model_validate(merged)
+    return Host(
+        name=name,
+        group=group,
+        connection=pick("connection") or "ssh",
+        address=pick("address"),
+        port=pick("port"),
+        user=pick("user"),
+        identity_file=pick("identity_file"),
+        python=pick("python"),
+        labels=labels,
+        gpu=gpu,
+        build_dir=pick("build_dir"),
+    )
+
+
+def load_inventory(path: Path | str) -> Inventory:
+    """Read and parse the inventory file. Raises InventoryError when missing or malformed."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InventoryError(
+            "inventory file not found",
+            "pass --inventory PATH, set ORCH_INVENTORY, or run from the directory holding inventory.yaml",
+            path=str(p),
+        ) from None
+    except OSError as exc:
+        raise InventoryError(f"cannot read the inventory: {exc.strerror}", "check the path", path=str(p)) from None
+    return parse_inventory(text, str(p))

@@ -1,0 +1,62 @@
+"""The transport contract: run a command (argv list), stream its output, put a file, close.
+
+Implementations: ``ssh.SshTransport`` (asyncssh; the only module importing it) and ``local.LocalTransport``
+(``connection: local``). Remote paths are relative to the login user's home directory (both SFTP and commands
+start there), so no ``~`` needs expanding and no shell string is ever built from input: commands are argv lists,
+joined with :func:`shlex.join` where a shell stands in between (SSH always runs the user's login shell).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+DEFAULT_COMMAND_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a finished command left: exit status (None when killed by a signal), output text, wall time in s."""
+
+    argv: tuple[str, ...]
+    exit_status: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+
+
+class Transport(Protocol):
+    """One open connection to one host."""
+
+    host: str
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+        input: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        """Run ``argv`` to completion within ``timeout_s`` seconds.
+
+        Raises CommandTimeout past the deadline (the remote process is signalled), RemoteCommandError on a
+        non-zero exit when ``check``, ConnectError when the connection is lost.
+        """
+        ...
+
+    def stream(self, argv: Sequence[str], *, idle_timeout_s: float | None = None) -> AsyncIterator[str]:
+        """Yield stdout lines (without the newline) as they arrive.
+
+        At the end raises RemoteCommandError when the exit status is non-zero, ConnectError when the connection
+        drops, CommandTimeout when no line arrived for ``idle_timeout_s`` seconds.
+        """
+        ...
+
+    async def put(self, local: Path, remote: str) -> None:
+        """Copy a local file to ``remote`` (relative to home), creating parent directories."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,99 @@
+"""``connection: local``: the same contract as SSH, run as subprocesses of orch on this machine.
+
+Commands run with the user's home directory as the working directory, as they would over SSH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from orchestrator.errors import CommandTimeout, HostError, RemoteCommandError
+from orchestrator.transport.base import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
+
+
+class LocalTransport:
+    def __init__(self, host: str, home: Path | None = None) -> None:
+        self.host = host
+        self.home = home or Path.home()
+
+    async def _spawn(self, argv: Sequence[str], stdin: int | None) -> asyncio.subprocess.Process:
+        try:
+            return await asyncio.create_subprocess_exec(
+                *argv,
+                cwd=self.home,
+                stdin=stdin,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+        except FileNotFoundError:
+            raise RemoteCommandError(self.host, list(argv), 127, f"{argv[0]}: command not found") from None
+        except PermissionError:
+            raise RemoteCommandError(self.host, list(argv), 126, f"{argv[0]}: permission denied") from None
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout_s: float = DEFAULT_COMMAND_TIMEOUT_S,
+        input: str | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        t0 = time.monotonic()
+        proc = await self._spawn(argv, asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL)
+        try:
+            out, err = await asyncio.wait_for(
+                proc.communicate(input.encode() if input is not None else None), timeout_s
+            )
+        except (asyncio.TimeoutError, TimeoutError):
+            proc.kill()
+            await proc.wait()
+            raise CommandTimeout(self.host, list(argv), timeout_s) from None
+        res = CommandResult(
+            tuple(argv), proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+            time.monotonic() - t0,
+        )
+        if check and res.exit_status != 0:
+            raise RemoteCommandError(self.host, list(argv), res.exit_status, res.stderr)
+        return res
+
+    async def stream(self, argv: Sequence[str], *, idle_timeout_s: float | None = None) -> AsyncIterator[str]:
+        proc = await self._spawn(argv, asyncio.subprocess.DEVNULL)
+        assert proc.stdout is not None and proc.stderr is not None
+        err_task = asyncio.ensure_future(proc.stderr.read())
+        try:
+            while True:
+                try:
+                    raw = await asyncio.wait_for(proc.stdout.readline(), idle_timeout_s)
+                except (asyncio.TimeoutError, TimeoutError):
+                    raise CommandTimeout(self.host, list(argv), idle_timeout_s or 0) from None
+                if not raw:
+                    break
+                yield raw.decode("utf-8", "replace").rstrip("\n")
+            status = await proc.wait()
+            err = (await err_task).decode("utf-8", "replace")
+            if status != 0:
+                raise RemoteCommandError(self.host, list(argv), status, err)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            if not err_task.done():
+                err_task.cancel()
+
+    async def put(self, local: Path, remote: str) -> None:
+        dest = self.home / remote
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(dest.name + ".part")
+            shutil.copyfile(local, tmp)
+            os.replace(tmp, dest)
+        except OSError as exc:
+            raise HostError(self.host, f"cannot copy {local} to {dest}: {exc.strerror}") from None
+
+    async def close(self) -> None:
+        return None

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up orch on a fresh Debian machine: system packages (as root, only what is missing), a virtual
+# environment in .venv with orch, its dev tools and the CPU build of torch (the local host runs suites on CPU).
+# Usage: scripts/setup.sh [--system]   --system also installs the test bed's Debian packages
+# (openssh-server, postgresql, docker-compose).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+want_system=${1:-}
+need=()
+command -v python3 >/dev/null || need+=(python3 python3-venv)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
+if [ "$want_system" = "--system" ]; then
+  [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+  command -v ssh-keygen >/dev/null || need+=(openssh-client)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v docker-compose >/dev/null || need+=(docker-compose)
+  command -v pgrep >/dev/null || need+=(procps)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "setup: installing ${need[*]}" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    echo "setup: please install: ${need[*]} (sudo apt-get install ...)" >&2
+    exit 1
+  fi
+fi
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+# torch: the CPU build (2.13.0) for the local host and the test bed's simulated hosts.
+.venv/bin/python -c 'import torch' 2>/dev/null || \
+  .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+.venv/bin/python -c 'import orchestrator, torch, asyncssh' >/dev/null

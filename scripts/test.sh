@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs what it needs (as root: openssh-server, postgresql,
+# docker-compose; a .venv with the Python packages), then ruff, mypy and pytest (real sshd and PostgreSQL are
+# started by the pytest fixtures themselves). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh --system
+echo "== ruff"; .venv/bin/ruff check .
+echo "== mypy"; .venv/bin/mypy
+echo "== pytest"; .venv/bin/python -m pytest -q "$@"

@@ -1,0 +1,259 @@
+"""The SSH test bed: real OpenSSH ``sshd`` processes (Debian's openssh-server), one per simulated host.
+
+Each host binds its own loopback address (127.0.0.11, .12, ... — all of 127.0.0.0/8 is loopback) on a free port,
+has its own host keys, and its own remote HOME (sshd ``SetEnv HOME=...`` and ``internal-sftp -d``), so two
+simulated hosts never share ``~/.orch``. sshd runs as the current user (root in CI). The client side is a
+temporary HOME with a generated key, a known_hosts file and an ssh_config; tests point orch at it by setting
+``HOME``.
+
+Pathological peers (no banner, garbage banner) are small asyncio servers elsewhere in the tests.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+SSHD = shutil.which("sshd", path="/usr/sbin:/usr/bin:" + os.environ.get("PATH", "")) or "/usr/sbin/sshd"
+SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
+_addr_counter = itertools.count(11)
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((address, 0))
+        return int(s.getsockname()[1])
+
+
+def keygen(path: Path, key_type: str = "ed25519") -> Path:
+    args = [SSH_KEYGEN, "-q", "-t", key_type, "-N", "", "-f", str(path), "-C", path.name]
+    if key_type == "rsa":
+        args[4:4] = ["-b", "2048"]
+    subprocess.run(args, check=True)
+    return path
+
+
+@dataclass
+class SshdHost:
+    """One simulated host: a real sshd on ``address:port``."""
+
+    name: str
+    address: str
+    port: int
+    root: Path
+    host_keys: dict[str, Path]
+    home: Path
+    authorized_keys: Path
+    extra_config: list[str] = field(default_factory=list)
+    host_certs: list[Path] = field(default_factory=list)
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / "sshd_config"
+
+    def pubkey_line(self, key_type: str = "ed25519") -> str:
+        return self.host_keys[key_type].with_suffix(".pub").read_text().strip()
+
+    def known_hosts_line(self, key_type: str = "ed25519", name: str | None = None) -> str:
+        typ, blob = self.pubkey_line(key_type).split()[:2]
+        n = name or self.address
+        host = n if self.port == 22 else f"[{n}]:{self.port}"
+        return f"{host} {typ} {blob}"
+
+    def write_config(self) -> None:
+        lines = [
+            f"ListenAddress {self.address}:{self.port}",
+            *(f"HostKey {p}" for p in self.host_keys.values()),
+            *(f"HostCertificate {c}" for c in self.host_certs),
+            f"PidFile {self.root / 'sshd.pid'}",
+            f"AuthorizedKeysFile {self.authorized_keys}",
+            "UsePAM no",
+            "PermitRootLogin prohibit-password",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "StrictModes no",
+            "MaxStartups 100:30:200",
+            "MaxAuthTries 6",
+            f"SetEnv HOME={self.home}",
+            f"Subsystem sftp internal-sftp -d {self.home}",
+            "LogLevel VERBOSE",
+            *self.extra_config,
+        ]
+        self.config_path.write_text("\n".join(lines) + "\n")
+
+    def start(self) -> None:
+        self.write_config()
+        Path("/run/sshd").mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [SSHD, "-D", "-e", "-f", str(self.config_path)],
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.root / "sshd.log", "ab"),  # noqa: SIM115 - closed with the process
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"sshd for {self.name} exited: {(self.root / 'sshd.log').read_text()[-2000:]}")
+            try:
+                with socket.create_connection((self.address, self.port), timeout=0.2) as s:
+                    s.settimeout(2)
+                    if s.recv(64).startswith(b"SSH-"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"sshd for {self.name} did not come up on {self.address}:{self.port}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+    def kill_sessions(self) -> None:
+        """Kill the per-connection sshd children (drops every open SSH session) but keep the listener."""
+        if not self.proc:
+            return
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True).stdout
+        for pid in out.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def reinstall(self, key_type: str = "ed25519") -> None:
+        """Simulate a reinstall: new host key, restart."""
+        self.stop()
+        for suffix in ("", ".pub"):
+            Path(str(self.host_keys[key_type]) + suffix).unlink(missing_ok=True)
+        keygen(self.host_keys[key_type], key_type)
+        self.start()
+
+
+@dataclass
+class ClientHome:
+    """The orch user's side: HOME with ~/.ssh/{id_ed25519, known_hosts, config}."""
+
+    home: Path
+    key: Path
+
+    @property
+    def ssh_dir(self) -> Path:
+        return self.home / ".ssh"
+
+    @property
+    def known_hosts(self) -> Path:
+        return self.ssh_dir / "known_hosts"
+
+    @property
+    def ssh_config(self) -> Path:
+        return self.ssh_dir / "config"
+
+    def trust(self, *hosts_lines: str) -> None:
+        with self.known_hosts.open("a") as f:
+            for line in hosts_lines:
+                f.write(line + "\n")
+
+    def add_config(self, text: str) -> None:
+        with self.ssh_config.open("a") as f:
+            f.write(text.rstrip("\n") + "\n")
+
+
+class SshdBed:
+    """Factory for simulated hosts sharing one client HOME."""
+
+    def __init__(self, root: Path, client: ClientHome) -> None:
+        self.root = root
+        self.client = client
+        self.hosts: list[SshdHost] = []
+
+    def add(
+        self,
+        name: str,
+        *,
+        key_types: tuple[str, ...] = ("ed25519",),
+        port: int | None = None,
+        trusted: bool = True,
+        authorized: bool = True,
+        extra_config: list[str] | None = None,
+        start: bool = True,
+    ) -> SshdHost:
+        address = f"127.0.0.{next(_addr_counter)}"
+        root = self.root / name
+        (root / "keys").mkdir(parents=True)
+        home = root / "home"
+        home.mkdir()
+        keys = {t: keygen(root / "keys" / f"ssh_host_{t}_key", t) for t in key_types}
+        ak = root / "authorized_keys"
+        ak.write_text(self.client.key.with_suffix(".pub").read_text() if authorized else "")
+        ak.chmod(0o600)
+        host = SshdHost(
+            name=name, address=address, port=port or free_port(address), root=root, host_keys=keys,
+            home=home, authorized_keys=ak, extra_config=list(extra_config or []),
+        )
+        if trusted:
+            self.client.trust(*(host.known_hosts_line(t) for t in key_types))
+        if start:
+            host.start()
+        self.hosts.append(host)
+        return host
+
+    def inventory_yaml(self, groups: dict[str, list[SshdHost]], python: str | None = None) -> str:
+        import yaml
+
+        doc: dict[str, object] = {"defaults": {"python": python or _venv_python()}, "groups": {}}
+        for g, hs in groups.items():
+            doc["groups"][g] = {  # type: ignore[index]
+                "hosts": {h.name: {"address": h.address, "port": h.port} for h in hs}
+            }
+        return yaml.safe_dump(doc, sort_keys=False)
+
+    def close(self) -> None:
+        for h in self.hosts:
+            h.stop()
+
+
+def _venv_python() -> str:
+    import sys
+
+    return sys.executable
+
+
+@pytest.fixture
+def client_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClientHome:
+    home = tmp_path / "client"
+    ssh = home / ".ssh"
+    ssh.mkdir(parents=True)
+    ssh.chmod(0o700)
+    key = keygen(ssh / "id_ed25519")
+    (ssh / "known_hosts").touch()
+    (ssh / "config").touch()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return ClientHome(home=home, key=key)
+
+
+@pytest.fixture
+def sshd_bed(tmp_path: Path, client_home: ClientHome) -> Iterator[SshdBed]:
+    if not os.path.exists(SSHD):
+        if os.environ.get("CI"):
+            pytest.fail(f"sshd not found at {SSHD}: the test command must install openssh-server")
+        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
+    bed = SshdBed(tmp_path / "bed", client_home)
+    try:
+        yield bed
+    finally:
+        bed.close()
