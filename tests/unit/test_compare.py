@@ -1,0 +1,136 @@
+"""compare: head/base ratio of medians per paired case, geometric mean, verdicts by direction."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from orchestrator.analysis.compare import case_key, compare, metric_direction, verdict
+
+
+def row(m: int, time_ms: float, gbps: float, host: str | None = None, **extra: Any) -> dict[str, Any]:
+    r: dict[str, Any] = {
+        "case": {"M": m, "E": 384},
+        "metrics": {
+            "time_ms": {"value": time_ms + 99, "unit": "ms", "median": time_ms},  # median wins over value
+            "gbps": {"value": gbps, "unit": "GB/s"},
+            "distinct_experts": {"value": 8, "unit": "experts"},
+            **extra,
+        },
+    }
+    if host is not None:
+        r["host"] = host
+    return r
+
+
+def test_ratios_geomean_and_verdicts() -> None:
+    base = [row(1, 1.0, 100.0), row(2, 2.0, 200.0), row(4, 4.0, 400.0), row(8, 8.0, 800.0)]
+    head = [row(1, 1.2, 100.0), row(2, 1.0, 200.0), row(4, 4.1, 420.0), row(16, 16.0, 1600.0)]
+    c = compare(base, head)
+    times = {x.key: x for x in c.cases if x.metric == "time_ms"}
+    assert {k: (x.ratio, x.verdict) for k, x in times.items()} == {
+        "E=384 M=1": (1.2, "regression"),  # 20% slower
+        "E=384 M=2": (0.5, "improvement"),
+        "E=384 M=4": (1.025, "unchanged"),
+    }
+    assert times["E=384 M=1"].change == pytest.approx(0.2, rel=1e-12)
+    assert times["E=384 M=1"].base == 1.0 and times["E=384 M=1"].head == 1.2
+    gbps = {x.key: x.verdict for x in c.cases if x.metric == "gbps"}
+    assert gbps == {"E=384 M=1": "unchanged", "E=384 M=2": "unchanged", "E=384 M=4": "unchanged"}
+    de = [x.verdict for x in c.cases if x.metric == "distinct_experts"]
+    assert de == ["n/a", "n/a", "n/a"]  # no direction for a count
+    assert c.geomean["time_ms"] == pytest.approx((1.2 * 0.5 * 1.025) ** (1 / 3), rel=1e-12)
+    assert c.geomean["gbps"] == pytest.approx(1.05 ** (1 / 3), rel=1e-12)
+    assert c.only_base == ["E=384 M=8"] and c.only_head == ["E=384 M=16"]
+    assert [x.key for x in c.regressions] == ["E=384 M=1"]
+    assert [(x.key, x.metric) for x in c.improvements] == [("E=384 M=2", "time_ms")]
+    doc = c.to_dict()
+    assert doc["threshold"] == 0.05 and doc["cases"][0] == {
+        "key": "E=384 M=1",
+        "metric": "time_ms",
+        "unit": "ms",
+        "base": 1.0,
+        "head": 1.2,
+        "ratio": 1.2,
+        "change": pytest.approx(0.2),
+        "direction": "lower",
+        "verdict": "regression",
+    }
+
+
+def test_higher_is_better_and_threshold() -> None:
+    base = [row(1, 1.0, 100.0)]
+    head = [row(1, 1.0, 90.0)]
+    (g,) = [x for x in compare(base, head).cases if x.metric == "gbps"]
+    assert (g.ratio, g.direction, g.verdict) == (0.9, "higher", "regression")
+    (g,) = [x for x in compare(base, head, threshold=0.2).cases if x.metric == "gbps"]
+    assert g.verdict == "unchanged"
+    (g,) = [x for x in compare(head, base).cases if x.metric == "gbps"]
+    assert g.verdict == "improvement"
+
+
+def test_exactly_at_threshold_is_unchanged() -> None:
+    assert verdict(105 / 100, "lower") == "unchanged"
+    assert verdict(95 / 100, "lower") == "unchanged"
+    assert verdict(1.06, "lower") == "regression"
+    assert verdict(0.94, "higher") == "regression"
+    assert verdict(None, "lower") == "n/a"
+    assert verdict(2.0, None) == "n/a"
+
+
+def test_metrics_filter_zero_base_and_hosts() -> None:
+    base = [row(1, 0.0, 100.0, host="a"), row(1, 2.0, 100.0, host="b")]
+    head = [row(1, 1.0, 100.0, host="a"), row(1, 3.0, 100.0, host="b")]
+    c = compare(base, head, metrics=["time_ms"])
+    assert [(x.key, x.ratio, x.verdict) for x in c.cases] == [
+        ("host=a E=384 M=1", None, "n/a"),
+        ("host=b E=384 M=1", 1.5, "regression"),
+    ]
+    assert c.geomean == {"time_ms": 1.5}
+    assert compare([], []).to_dict() == {
+        "threshold": 0.05,
+        "geomean": {},
+        "cases": [],
+        "only_base": [],
+        "only_head": [],
+    }
+
+
+def test_custom_key_and_duplicates() -> None:
+    base = [row(1, 1.0, 1.0, host="a"), row(1, 2.0, 1.0, host="b")]
+    with pytest.raises(ValueError, match="base has two results for case 'E=384 M=1'"):
+        compare(base, base, key=lambda r: case_key({"case": r["case"]}))
+    with pytest.raises(ValueError, match="threshold"):
+        compare([], [], threshold=-0.1)
+
+
+def test_case_key() -> None:
+    assert case_key({"host": "h", "case": {"M": 4, "E": 8, "dims": [1, 2]}}) == "host=h E=8 M=4 dims=1,2"
+    assert case_key({"case": {}}) == ""
+
+
+@pytest.mark.parametrize(
+    ("name", "unit", "direction"),
+    [
+        ("time_ms", "ms", "lower"),
+        ("us_per_token", "µs", "lower"),
+        ("median_ttft_ms", "", "lower"),
+        ("tpot", "", "lower"),
+        ("gbps", "GB/s", "higher"),
+        ("tflops", "TFLOP/s", "higher"),
+        ("output_throughput", "tokens/s", "higher"),
+        ("pct_peak", "%", "higher"),
+        ("weight_bytes", "B", None),
+        ("distinct_experts", "experts", None),
+    ],
+)
+def test_metric_direction(name: str, unit: str, direction: str | None) -> None:
+    assert metric_direction(name, unit) == direction
+
+
+def test_geomean_of_inverse_ratios_is_one() -> None:
+    base = [row(1, 1.0, 1.0), row(2, 4.0, 1.0)]
+    head = [row(1, 2.0, 1.0), row(2, 2.0, 1.0)]
+    assert math.isclose(compare(base, head).geomean["time_ms"], 1.0, rel_tol=1e-15)
