@@ -1,0 +1,173 @@
+"""The results schema: SQLAlchemy 2 declarative models, portable across SQLite and PostgreSQL.
+
+Tables::
+
+    hosts      name PK, address, group_name, labels JSON, facts JSON (latest seen), first/last_seen
+    builds     sha256 PK, name, size_bytes, created_at
+    runs       id PK (UUIDv7 text, time-sortable), suite, params JSON, preset, label, status, started_by/on,
+               started_at/finished_at, info JSON (analysis the runner attaches, e.g. plateau)
+    host_runs  (run_id, host) unique; status, facts snapshot, agent_version, build_sha, last_seq, counts,
+               error/log text, info JSON (e.g. {"plateau": {"m": 256, ...}})
+    results    (run_id, host, seq) unique; case params JSON + typed sweep axes (m, concurrency, size_bytes),
+               case_key (stable hash pairing cases in /compare), status ok|error, metrics JSON, error text
+
+Types are chosen to work on both engines: ``JSON`` (json on PostgreSQL, text on SQLite), ``UTCDateTime``
+(aware UTC datetimes everywhere, although SQLite stores no offset), ``BigInteger`` for byte counts.
+Constraint names follow ``NAMING_CONVENTION`` so Alembic batch mode on SQLite can find them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+RUN_STATUSES = ("pending", "running", "completed", "partial", "failed", "cancelled")
+HOST_RUN_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+RESULT_STATUSES = ("ok", "error")
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every engine.
+
+    PostgreSQL keeps ``timestamptz``; SQLite has no offset, so values are stored as naive UTC and made aware
+    again on the way out. Naive input is rejected: it is always a bug to not know the zone of a timestamp.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTCDateTime column; pass an aware datetime")
+        value = value.astimezone(timezone.utc)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=timezone.utc)
+        return value.astimezone(timezone.utc)
+
+
+# Integer on SQLite so the primary key is the rowid alias (autoincrement), BIGINT elsewhere.
+BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, datetime: UTCDateTime}
+
+
+class Host(Base):
+    __tablename__ = "hosts"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    address: Mapped[str | None] = mapped_column(String(255))
+    group_name: Mapped[str | None] = mapped_column(String(255), index=True)
+    labels: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    facts: Mapped[dict[str, Any] | None] = mapped_column()
+    first_seen: Mapped[datetime] = mapped_column()
+    last_seen: Mapped[datetime] = mapped_column()
+
+
+class Build(Base):
+    __tablename__ = "builds"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(255))
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column()
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    suite: Mapped[str] = mapped_column(String(128), index=True)
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    preset: Mapped[str | None] = mapped_column(String(128))
+    label: Mapped[str | None] = mapped_column(String(255), index=True)
+    status: Mapped[str] = mapped_column(String(16), index=True)
+    started_by: Mapped[str] = mapped_column(String(255))
+    started_on: Mapped[str] = mapped_column(String(255))
+    started_at: Mapped[datetime] = mapped_column(index=True)
+    finished_at: Mapped[datetime | None] = mapped_column()
+    info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class HostRun(Base):
+    __tablename__ = "host_runs"
+    __table_args__ = (
+        UniqueConstraint("run_id", "host"),
+        Index("ix_host_runs_host_run_id", "host", "run_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), ForeignKey("runs.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255), ForeignKey("hosts.name"))
+    status: Mapped[str] = mapped_column(String(16))
+    facts: Mapped[dict[str, Any] | None] = mapped_column()
+    agent_version: Mapped[str | None] = mapped_column(String(128))
+    build_sha: Mapped[str | None] = mapped_column(String(64))
+    last_seq: Mapped[int] = mapped_column(Integer, default=-1)
+    results: Mapped[int] = mapped_column(Integer, default=0)
+    errors: Mapped[int] = mapped_column(Integer, default=0)
+    cases_total: Mapped[int | None] = mapped_column(Integer)
+    done_counts: Mapped[dict[str, Any] | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(Text)
+    log: Mapped[str | None] = mapped_column(Text)
+    info: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    started_at: Mapped[datetime | None] = mapped_column()
+    finished_at: Mapped[datetime | None] = mapped_column()
+
+
+class Result(Base):
+    __tablename__ = "results"
+    __table_args__ = (
+        UniqueConstraint("run_id", "host", "seq"),
+        Index("ix_results_run_id_case_key", "run_id", "case_key"),
+        Index("ix_results_host_m", "host", "m"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(String(36), ForeignKey("runs.id", ondelete="CASCADE"))
+    host: Mapped[str] = mapped_column(String(255))
+    seq: Mapped[int] = mapped_column(Integer)
+    case_index: Mapped[int | None] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    case_params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    case_key: Mapped[str] = mapped_column(String(32))
+    m: Mapped[int | None] = mapped_column(BigInteger)
+    concurrency: Mapped[int | None] = mapped_column(Integer)
+    size_bytes: Mapped[int | None] = mapped_column(BigInteger)
+    metrics: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    info: Mapped[dict[str, Any] | None] = mapped_column()
+    error: Mapped[str | None] = mapped_column(Text)
+    ts: Mapped[datetime | None] = mapped_column()

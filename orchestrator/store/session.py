@@ -1,0 +1,94 @@
+"""Engines from URLs. Nothing is connected at import time; ``make_engine`` is called by ``Store.from_url``.
+
+SQLite gets WAL (readers never block the writer), foreign keys, a busy timeout, and ``BEGIN IMMEDIATE`` for
+write transactions: a transaction that starts as a reader and later writes can fail with "database is locked"
+at once, without waiting, when another writer got there first; taking the write lock up front makes it wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+from sqlalchemy.orm import Session
+
+from orchestrator.errors import ConfigError
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+_WRITE_OPTION = "orch_write"
+
+
+def make_engine(url: str) -> Engine:
+    """An Engine for ``url`` (``sqlite:///path``, ``postgresql+psycopg://user@host/db`` ...).
+
+    Raises ConfigError for a URL SQLAlchemy cannot parse or a driver that is not installed.
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise ConfigError(
+            f"invalid database URL {url!r}",
+            "use sqlite:///path/to/orch.db or postgresql+psycopg://user:pass@host:5432/db",
+        ) from exc
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    kwargs: dict[str, Any] = {}
+    if parsed.drivername.startswith("sqlite"):
+        kwargs["connect_args"] = {"check_same_thread": False}
+    else:
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(parsed, **kwargs)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise ConfigError(
+            f"no database driver for {parsed.drivername!r}",
+            "install orch[postgres] (psycopg) for PostgreSQL URLs",
+        ) from exc
+    if engine.dialect.name == "sqlite":
+        _tune_sqlite(engine)
+    return engine
+
+
+def _tune_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Hand transaction control to SQLAlchemy's "begin" event below (pysqlite's own BEGIN is deferred).
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        try:
+            cur.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            if engine.url.database not in (None, "", ":memory:"):
+                cur.execute("PRAGMA journal_mode = WAL")
+            cur.execute("PRAGMA synchronous = NORMAL")
+            cur.execute("PRAGMA foreign_keys = ON")
+        finally:
+            cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        write = conn.get_execution_options().get(_WRITE_OPTION, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+@contextmanager
+def write_session(engine: Engine) -> Iterator[Session]:
+    """A session holding the write lock from its first statement (SQLite); commits on exit."""
+    with Session(engine, expire_on_commit=False) as session:
+        session.connection(execution_options={_WRITE_OPTION: True})
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+@contextmanager
+def read_session(engine: Engine) -> Iterator[Session]:
+    """A read-only unit of work (rolled back on exit)."""
+    with Session(engine, expire_on_commit=False) as session:
+        yield session
