@@ -1,0 +1,77 @@
+"""Pure helpers of the store: run ids, case keys, typed sweep axes, pairing and geometric mean for compare."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+# Case parameters that do not change what is measured, only how often or with which random draw; two cases
+# that differ only in these are the same case for /compare.
+VOLATILE_CASE_KEYS = frozenset(
+    {"seed", "repeat", "repeats", "warmup", "warmups", "iters", "iterations", "case_index", "run_id", "ts"}
+)
+_INT64_MAX = 2**63 - 1
+_INT32_MAX = 2**31 - 1
+
+
+def uuid7() -> str:
+    """A UUIDv7 (RFC 9562) string: 48-bit Unix milliseconds, then random bits — sorts by creation time."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    rand_a = (rand >> 62) & 0xFFF
+    rand_b = rand & ((1 << 62) - 1)
+    value = (ms << 80) | (0x7 << 76) | (rand_a << 64) | (0b10 << 62) | rand_b
+    return str(uuid.UUID(int=value))
+
+
+def case_key(case: Mapping[str, Any]) -> str:
+    """Stable 32-hex-char key of a case: sha256 of its sorted parameters minus ``VOLATILE_CASE_KEYS``."""
+    stable = {k: v for k, v in case.items() if k not in VOLATILE_CASE_KEYS}
+    text = json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def typed_axis(value: Any, *, bits: int = 64) -> int | None:
+    """An integer sweep-axis value for an indexed column, or None when the parameter is not an integer."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        return None
+    limit = _INT64_MAX if bits == 64 else _INT32_MAX
+    return value if -limit <= value <= limit else None
+
+
+def from_unix(ts: float | None) -> datetime | None:
+    if ts is None or not math.isfinite(ts):
+        return None
+    try:
+        return datetime.fromtimestamp(ts, tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def geomean(ratios: Iterable[float]) -> float | None:
+    """Geometric mean of positive ratios; None when there are none."""
+    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+    return math.exp(sum(logs) / len(logs)) if logs else None
+
+
+def median(values: list[float]) -> float:
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def append_bounded(text: str | None, line: str, limit: int) -> str:
+    """Append a line to a log text, keeping its last ``limit`` characters."""
+    out = f"{text}\n{line}" if text else line
+    return out[-limit:] if len(out) > limit else out

@@ -1,0 +1,172 @@
+"""Plain values the store returns (never ORM objects). Units: times are aware UTC datetimes; metric values
+keep the unit stored with them (``time_ms`` in ms, ``gbps`` in GB/s = 1e9 bytes/s, ``tflops`` in TFLOP/s)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostRecord:
+    name: str
+    address: str | None
+    group: str | None
+    labels: dict[str, Any]
+    facts: dict[str, Any] | None
+    first_seen: datetime
+    last_seen: datetime
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    id: str
+    suite: str
+    params: dict[str, Any]
+    preset: str | None
+    label: str | None
+    status: str
+    started_by: str
+    started_on: str
+    started_at: datetime
+    finished_at: datetime | None
+    hosts: list[str]
+    results: int
+    errors: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostRunRecord:
+    """One host's part of a run. ``info`` is what the runner attached after analysis, e.g.
+    ``{"plateau": {"m": 256, "metric": "time_ms"}}``; ``measured_roof_gbps`` is the host's latest
+    hbm-bandwidth copy roof, when it has one."""
+
+    host: str
+    status: str
+    facts: dict[str, Any] | None
+    agent_version: str | None
+    build_sha: str | None
+    last_seq: int
+    results: int
+    errors: int
+    cases_total: int | None
+    done_counts: dict[str, Any] | None
+    error: str | None
+    log: str | None
+    info: dict[str, Any]
+    started_at: datetime | None
+    finished_at: datetime | None
+    measured_roof_gbps: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunDetail(RunSummary):
+    info: dict[str, Any] = field(default_factory=dict)
+    host_runs: list[HostRunRecord] = field(default_factory=list)
+
+    def host_run(self, host: str) -> HostRunRecord | None:
+        return next((h for h in self.host_runs if h.host == host), None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostRunState:
+    """What ``orch run --resume`` needs per host: follow from ``last_seq + 1`` unless ``status`` is final."""
+
+    host: str
+    status: str
+    last_seq: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResultRecord:
+    run_id: str
+    host: str
+    seq: int
+    case_index: int | None
+    status: str
+    case: dict[str, Any]
+    case_key: str
+    m: int | None
+    concurrency: int | None
+    size_bytes: int | None
+    metrics: dict[str, dict[str, Any]]
+    info: dict[str, Any] | None
+    error: str | None
+    pct_of_measured_roof: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Page(Generic[T]):
+    items: list[T]
+    total: int
+    limit: int
+    offset: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunFilter:
+    suite: str | None = None
+    host: str | None = None
+    status: str | None = None
+    label: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeriesPoint:
+    x: float
+    y: float
+    p10: float | None
+    p90: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeriesLine:
+    host: str
+    run_id: str
+    label: str | None
+    started_at: datetime
+    points: list[SeriesPoint]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Series:
+    suite: str
+    metric: str
+    unit: str | None
+    x: str
+    group_by: str
+    lines: list[SeriesLine]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CompareCase:
+    host: str | None
+    case_key: str
+    case: dict[str, Any]
+    base: float
+    head: float
+    ratio: float | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Comparison:
+    """Per-case ratio of medians ``head / base`` (> 1: head is larger — slower for a time, faster for GB/s).
+
+    ``paired_on`` is ``host+case`` when the runs share hosts (only shared hosts are compared) and ``case``
+    when they do not (different machines: the median over each run's hosts per case).
+    """
+
+    base: str
+    head: str
+    metric: str
+    unit: str | None
+    paired_on: str
+    cases: list[CompareCase]
+    geomean: float | None
+    only_base: int
+    only_head: int

@@ -1,0 +1,802 @@
+"""The Store: every SQL statement of orch lives here.
+
+Writers: the runner (``create_run`` → ``start_host_run`` → ``ingest``... → ``finish_host_run`` →
+``finish_run``) and the API's few writes. Readers: the API and ``orch runs``. Every method opens its own
+short transaction; SQLAlchemy errors are translated to ``StoreError`` (with a hint) at this boundary.
+
+Ingest is idempotent on (run, host, seq): events at or below the host run's ``last_seq`` are skipped, and a
+unique constraint with ``ON CONFLICT DO NOTHING`` is the backstop when two writers race.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import ColumnElement, Engine, Table, and_, delete, func, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from orchestrator.analysis import roof
+from orchestrator.errors import NotFoundError, StoreError, UsageError
+from orchestrator.protocol import Event
+from orchestrator.store import compute
+from orchestrator.store.models import (
+    HOST_RUN_STATUSES,
+    RUN_STATUSES,
+    Build,
+    Host,
+    HostRun,
+    Result,
+)
+from orchestrator.store.models import (
+    Run as RunRow,
+)
+from orchestrator.store.records import (
+    CompareCase,
+    Comparison,
+    HostRecord,
+    HostRunRecord,
+    HostRunState,
+    Page,
+    ResultRecord,
+    RunDetail,
+    RunFilter,
+    RunSummary,
+    Series,
+    SeriesLine,
+    SeriesPoint,
+)
+from orchestrator.store.session import make_engine, read_session, write_session
+
+LOG_MAX_CHARS = 64_000
+NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# case parameter -> indexed column (moe-sweep names the batch "M"; other suites "m")
+TYPED_AXES = {"m": "m", "M": "m", "concurrency": "concurrency", "size_bytes": "size_bytes"}
+DEFAULT_COMPARE_METRIC = "time_ms"
+_RESULT_TABLE: Table = Result.__table__  # type: ignore[assignment]
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def check_name(kind: str, name: str) -> str:
+    """Validate a metric or case-parameter name (letters, digits, underscore; up to 64)."""
+    if not NAME_RE.match(name):
+        raise UsageError(
+            f"invalid {kind} name {name!r}",
+            f"a {kind} name is letters, digits and '_' (up to 64, not starting with a digit), e.g. time_ms",
+        )
+    return name
+
+
+def _json_num(col: Any, *path: str) -> ColumnElement[float]:
+    return col[path].as_float()  # type: ignore[no-any-return]
+
+
+class Store:
+    """The results store over one SQLAlchemy engine (SQLite or PostgreSQL)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        """Build the engine (no connection yet). Raises ConfigError for a bad URL or a missing driver."""
+        return cls(make_engine(url))
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    # -- transactions ----------------------------------------------------------------------------------------
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        with self._translate(), read_session(self.engine) as s:
+            yield s
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        with self._translate(), write_session(self.engine) as s:
+            yield s
+
+    @contextmanager
+    def _translate(self) -> Iterator[None]:
+        try:
+            yield
+        except (OperationalError, ProgrammingError) as exc:
+            text = str(exc.orig) if exc.orig is not None else str(exc)
+            missing = "no such table" in text or "does not exist" in text
+            raise StoreError(
+                f"database error: {text.splitlines()[0] if text else exc.__class__.__name__}",
+                "run `orch db upgrade` to create or migrate the schema"
+                if missing
+                else "check that the database at ORCH_DB_URL / --db is reachable",
+            ) from exc
+        except IntegrityError as exc:
+            raise StoreError(f"database refused a write: {str(exc.orig).splitlines()[0]}") from exc
+        except SQLAlchemyError as exc:
+            raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+
+    # -- schema ----------------------------------------------------------------------------------------------
+
+    def upgrade(self) -> None:
+        """Alembic upgrade to head (creates the schema on an empty database)."""
+        from orchestrator.store import migrate
+
+        migrate.upgrade(self.engine)
+
+    def schema_revision(self) -> str | None:
+        """The Alembic revision the database is at (None: not migrated). Raises StoreError if unreachable."""
+        from orchestrator.store import migrate
+
+        with self._translate():
+            return migrate.current_revision(self.engine)
+
+    def ping(self) -> None:
+        """One round trip to the database; raises StoreError when it is unreachable."""
+        with self._read() as s:
+            s.execute(select(1))
+
+    # -- writes: inventory and builds ------------------------------------------------------------------------
+
+    def upsert_host(
+        self,
+        name: str,
+        *,
+        address: str | None,
+        group: str | None,
+        labels: dict[str, str],
+        facts: dict[str, Any] | None = None,
+    ) -> None:
+        now = _now()
+        with self._write() as s:
+            host = s.get(Host, name)
+            if host is None:
+                s.add(
+                    Host(
+                        name=name,
+                        address=address,
+                        group_name=group,
+                        labels=dict(labels),
+                        facts=facts,
+                        first_seen=now,
+                        last_seen=now,
+                    )
+                )
+                return
+            host.address, host.group_name, host.labels, host.last_seen = address, group, dict(labels), now
+            if facts is not None:
+                host.facts = facts
+
+    def record_build(self, sha256: str, *, name: str, size_bytes: int) -> None:
+        with self._write() as s:
+            if s.get(Build, sha256) is None:
+                s.add(Build(sha256=sha256, name=name, size_bytes=size_bytes, created_at=_now()))
+
+    # -- writes: runs ----------------------------------------------------------------------------------------
+
+    def create_run(
+        self,
+        *,
+        suite: str,
+        params: dict[str, Any],
+        preset: str | None,
+        label: str | None,
+        hosts: list[str],
+        started_by: str,
+        started_on: str,
+    ) -> str:
+        """A new run (status ``running``, UUIDv7 id), one ``pending`` host run per host; returns the id."""
+        run_id = compute.uuid7()
+        now = _now()
+        with self._write() as s:
+            known = set(s.scalars(select(Host.name).where(Host.name.in_(hosts))))
+            for h in dict.fromkeys(hosts):
+                if h not in known:
+                    s.add(Host(name=h, labels={}, first_seen=now, last_seen=now))
+            s.add(
+                RunRow(
+                    id=run_id,
+                    suite=suite,
+                    params=params,
+                    preset=preset,
+                    label=label,
+                    status="running",
+                    started_by=started_by,
+                    started_on=started_on,
+                    started_at=now,
+                    info={},
+                )
+            )
+            s.flush()
+            for h in dict.fromkeys(hosts):
+                s.add(
+                    HostRun(
+                        run_id=run_id, host=h, status="pending", last_seq=-1, results=0, errors=0, info={}
+                    )
+                )
+        return run_id
+
+    def start_host_run(
+        self, run_id: str, host: str, *, facts: dict[str, Any], agent_version: str, build_sha: str | None
+    ) -> None:
+        now = _now()
+        with self._write() as s:
+            hr = self._host_run(s, run_id, host)
+            hr.status, hr.facts, hr.agent_version, hr.build_sha = "running", facts, agent_version, build_sha
+            hr.started_at = hr.started_at or now
+            s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=now))
+
+    def finish_host_run(self, run_id: str, host: str, status: str, error: str | None = None) -> None:
+        if status not in HOST_RUN_STATUSES:
+            raise ValueError(f"host run status {status!r} not in {HOST_RUN_STATUSES}")
+        with self._write() as s:
+            hr = self._host_run(s, run_id, host)
+            hr.status, hr.finished_at = status, _now()
+            if error:
+                hr.error = compute.append_bounded(hr.error, error, LOG_MAX_CHARS)
+
+    def finish_run(self, run_id: str, status: str) -> None:
+        if status not in RUN_STATUSES:
+            raise ValueError(f"run status {status!r} not in {RUN_STATUSES}")
+        with self._write() as s:
+            run = self._run(s, run_id)
+            run.status, run.finished_at = status, _now()
+
+    def set_run_info(self, run_id: str, info: dict[str, Any]) -> None:
+        """Merge analysis figures into the run's ``info`` (hook for the runner: plateau, summary...)."""
+        with self._write() as s:
+            run = self._run(s, run_id)
+            run.info = {**(run.info or {}), **info}
+
+    def set_host_run_info(self, run_id: str, host: str, info: dict[str, Any]) -> None:
+        """Merge into a host run's ``info``, e.g. ``{"plateau": {"m": 256, "metric": "time_ms"}}`` —
+        ``orch runs show`` and the API render what is stored there."""
+        with self._write() as s:
+            hr = self._host_run(s, run_id, host)
+            hr.info = {**(hr.info or {}), **info}
+
+    def set_label(self, run_id: str, label: str | None) -> RunSummary:
+        with self._write() as s:
+            self._run(s, run_id).label = label
+        return self._summaries([self.get_run(run_id).id])[0]
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete a run with its host runs and results. Raises NotFoundError."""
+        with self._write() as s:
+            self._run(s, run_id)
+            s.execute(delete(Result).where(Result.run_id == run_id))
+            s.execute(delete(HostRun).where(HostRun.run_id == run_id))
+            s.execute(delete(RunRow).where(RunRow.id == run_id))
+
+    # -- ingest ----------------------------------------------------------------------------------------------
+
+    def ingest(self, run_id: str, host: str, events: Sequence[Event]) -> int:
+        """Store a batch of one host's events; returns the number of result rows newly inserted.
+
+        ``result`` → a result row; ``error`` with a ``case`` → a result row with status ``error``; other
+        errors and ``log`` lines → the host run's error/log text; ``hello`` → facts, agent version,
+        cases_total when not yet known; ``done`` → final counts; ``case_start`` and unknown types are
+        skipped. Events with ``seq <= last_seq`` are skipped. A result whose metrics are malformed is stored
+        as an error row.
+        """
+        with self._write() as s:
+            hr = self._host_run(s, run_id, host, lock=True)
+            last = hr.last_seq
+            rows: list[dict[str, Any]] = []
+            seen: set[int] = set()
+            top = last
+            for ev in events:
+                if ev.seq <= last or ev.seq in seen:
+                    continue
+                seen.add(ev.seq)
+                top = max(top, ev.seq)
+                self._apply(hr, ev, rows, run_id, host)
+            hr.last_seq = top
+            if not rows:
+                return 0
+            ins = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(_RESULT_TABLE)
+            stmt = ins.on_conflict_do_nothing(index_elements=["run_id", "host", "seq"]).returning(
+                _RESULT_TABLE.c.status
+            )
+            statuses = s.connection().execute(stmt, rows).scalars().all()
+            errors = sum(1 for st in statuses if st == "error")
+            hr.results += len(statuses) - errors
+            hr.errors += errors
+            return len(statuses)
+
+    def _apply(self, hr: HostRun, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str) -> None:
+        d = ev.data
+        if ev.type == "result":
+            try:
+                metrics = {k: m.to_dict() for k, m in ev.metrics().items()}
+                rows.append(_result_row(run_id, host, ev, "ok", metrics, None))
+            except ValueError as exc:
+                rows.append(_result_row(run_id, host, ev, "error", {}, f"malformed result: {exc}"))
+        elif ev.type == "error":
+            message = str(d.get("message", "error"))
+            if ev.case is not None:
+                rows.append(_result_row(run_id, host, ev, "error", {}, message))
+            else:
+                hr.error = compute.append_bounded(hr.error, f"[seq {ev.seq}] {message}", LOG_MAX_CHARS)
+        elif ev.type == "log":
+            line = f"[{d.get('level', 'info')}] {d.get('message', '')}"
+            hr.log = compute.append_bounded(hr.log, line, LOG_MAX_CHARS)
+        elif ev.type == "hello":
+            facts = d.get("facts")
+            if hr.facts is None and isinstance(facts, dict):
+                hr.facts = facts
+            if hr.agent_version is None and isinstance(d.get("agent_version"), str):
+                hr.agent_version = d["agent_version"]
+            total = compute.typed_axis(d.get("cases_total"), bits=32)
+            if hr.cases_total is None and total is not None:
+                hr.cases_total = total
+        elif ev.type == "done":
+            counts = d.get("counts")
+            hr.done_counts = counts if isinstance(counts, dict) else {}
+
+    def last_seq(self, run_id: str, host: str) -> int:
+        with self._read() as s:
+            return self._host_run(s, run_id, host).last_seq
+
+    def host_run_states(self, run_id: str) -> list[HostRunState]:
+        """Per host: status and last ingested seq (-1 if none). Raises NotFoundError for an unknown run."""
+        with self._read() as s:
+            self._run(s, run_id)
+            rows = s.execute(
+                select(HostRun.host, HostRun.status, HostRun.last_seq)
+                .where(HostRun.run_id == run_id)
+                .order_by(HostRun.host)
+            ).all()
+        return [HostRunState(host=h, status=st, last_seq=ls) for h, st, ls in rows]
+
+    # -- reads -----------------------------------------------------------------------------------------------
+
+    def list_hosts(self) -> list[HostRecord]:
+        with self._read() as s:
+            hosts = s.scalars(select(Host).order_by(Host.name)).all()
+            return [
+                HostRecord(
+                    name=h.name,
+                    address=h.address,
+                    group=h.group_name,
+                    labels=h.labels or {},
+                    facts=h.facts,
+                    first_seen=h.first_seen,
+                    last_seen=h.last_seen,
+                )
+                for h in hosts
+            ]
+
+    def resolve_run_id(self, ref: str) -> str:
+        """A full run id, or a unique prefix of at least 8 characters. Raises NotFoundError/UsageError."""
+        ref = ref.strip().lower()
+        if RUN_ID_RE.match(ref):
+            return ref
+        if not re.fullmatch(r"[0-9a-f-]{8,36}", ref):
+            raise UsageError(
+                f"invalid run id {ref!r}", "a run id is a UUID such as those `orch runs list` prints"
+            )
+        with self._read() as s:
+            ids = s.scalars(
+                select(RunRow.id).where(RunRow.id.startswith(ref, autoescape=True)).limit(2)
+            ).all()
+        if not ids:
+            raise NotFoundError(f"no run matches {ref!r}", "list runs with `orch runs list`")
+        if len(ids) > 1:
+            raise UsageError(f"run id prefix {ref!r} is ambiguous", "give more characters of the id")
+        return ids[0]
+
+    def list_runs(
+        self, filters: RunFilter | None = None, *, limit: int = 50, offset: int = 0
+    ) -> Page[RunSummary]:
+        """Runs newest first, filtered; ``total`` counts all matches."""
+        f = filters or RunFilter()
+        conds: list[ColumnElement[bool]] = []
+        if f.suite:
+            conds.append(RunRow.suite == f.suite)
+        if f.status:
+            conds.append(RunRow.status == f.status)
+        if f.label:
+            conds.append(RunRow.label == f.label)
+        if f.since:
+            conds.append(RunRow.started_at >= f.since)
+        if f.until:
+            conds.append(RunRow.started_at < f.until)
+        if f.host:
+            conds.append(RunRow.id.in_(select(HostRun.run_id).where(HostRun.host == f.host)))
+        with self._read() as s:
+            total = s.scalar(select(func.count()).select_from(RunRow).where(*conds)) or 0
+            ids = list(
+                s.scalars(
+                    select(RunRow.id)
+                    .where(*conds)
+                    .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+                    .limit(limit)
+                    .offset(offset)
+                )
+            )
+        return Page(items=self._summaries(ids), total=total, limit=limit, offset=offset)
+
+    def _summaries(self, ids: list[str]) -> list[RunSummary]:
+        if not ids:
+            return []
+        with self._read() as s:
+            runs = {r.id: r for r in s.scalars(select(RunRow).where(RunRow.id.in_(ids)))}
+            per: dict[str, list[tuple[str, int, int]]] = defaultdict(list)
+            for rid, h, n, e in s.execute(
+                select(HostRun.run_id, HostRun.host, HostRun.results, HostRun.errors)
+                .where(HostRun.run_id.in_(ids))
+                .order_by(HostRun.host)
+            ):
+                per[rid].append((h, n, e))
+        return [_summary(runs[i], per[i]) for i in ids if i in runs]
+
+    def get_run(self, run_id: str) -> RunDetail:
+        """One run with its host runs (and each host's measured roof). Raises NotFoundError."""
+        with self._read() as s:
+            run = self._run(s, run_id)
+            hrs = s.scalars(select(HostRun).where(HostRun.run_id == run_id).order_by(HostRun.host)).all()
+            roofs = self._roofs(s, [h.host for h in hrs])
+            base = _summary(run, [(h.host, h.results, h.errors) for h in hrs])
+            return RunDetail(
+                **{k: getattr(base, k) for k in base.__dataclass_fields__},
+                info=run.info or {},
+                host_runs=[_host_run_record(h, roofs.get(h.host)) for h in hrs],
+            )
+
+    def results(
+        self,
+        run_id: str,
+        *,
+        host: str | None = None,
+        status: str | None = None,
+        limit: int = 1000,
+        offset: int = 0,
+        samples: bool = False,
+    ) -> Page[ResultRecord]:
+        """A run's results by host then seq; raw samples only when ``samples``. Raises NotFoundError."""
+        conds: list[ColumnElement[bool]] = [Result.run_id == run_id]
+        if host:
+            conds.append(Result.host == host)
+        if status:
+            conds.append(Result.status == status)
+        with self._read() as s:
+            run = self._run(s, run_id)
+            total = s.scalar(select(func.count()).select_from(Result).where(*conds)) or 0
+            rows = s.execute(
+                select(
+                    Result.host,
+                    Result.seq,
+                    Result.case_index,
+                    Result.status,
+                    Result.case_params,
+                    Result.case_key,
+                    Result.m,
+                    Result.concurrency,
+                    Result.size_bytes,
+                    Result.metrics,
+                    Result.info,
+                    Result.error,
+                )
+                .where(*conds)
+                .order_by(Result.host, Result.seq)
+                .limit(limit)
+                .offset(offset)
+            ).all()
+            roofs = self._roofs(s, sorted({r.host for r in rows})) if roof.applies_to(run.suite) else {}
+        items = []
+        for r in rows:
+            metrics = r.metrics or {}
+            if not samples:
+                metrics = {k: {kk: vv for kk, vv in v.items() if kk != "samples"} for k, v in metrics.items()}
+            pct = roof.pct_of_measured_roof(
+                roof.metric_center(metrics.get(roof.ROOF_METRIC)), roofs.get(r.host)
+            )
+            items.append(
+                ResultRecord(
+                    run_id=run_id,
+                    host=r.host,
+                    seq=r.seq,
+                    case_index=r.case_index,
+                    status=r.status,
+                    case=r.case_params or {},
+                    case_key=r.case_key,
+                    m=r.m,
+                    concurrency=r.concurrency,
+                    size_bytes=r.size_bytes,
+                    metrics=metrics,
+                    info=r.info,
+                    error=r.error,
+                    pct_of_measured_roof=pct,
+                )
+            )
+        return Page(items=items, total=total, limit=limit, offset=offset)
+
+    def series(
+        self,
+        *,
+        suite: str,
+        metric: str,
+        x: str = "m",
+        hosts: Sequence[str] = (),
+        run_id: str | None = None,
+        group_by: str = "host",
+        max_lines: int = 50,
+    ) -> Series:
+        """Points (x, median y, p10, p90) for a plot, one line per (run, host).
+
+        ``group_by="host"``: each host's latest run of ``suite`` (or the hosts of ``run_id``);
+        ``group_by="run"``: the latest ``max_lines`` host runs of ``suite`` (or all of ``run_id``'s).
+        ``x`` is a typed axis (``m``, ``concurrency``, ``size_bytes``) or any numeric case parameter.
+        """
+        check_name("metric", metric)
+        check_name("case parameter", x)
+        if group_by not in ("host", "run"):
+            raise UsageError(f"group_by must be 'host' or 'run', not {group_by!r}")
+        with self._read() as s:
+            q = (
+                select(HostRun.run_id, HostRun.host, RunRow.label, RunRow.started_at)
+                .join(RunRow, RunRow.id == HostRun.run_id)
+                .where(RunRow.suite == suite, HostRun.results > 0)
+                .order_by(RunRow.started_at.desc(), RunRow.id.desc(), HostRun.host)
+            )
+            if run_id:
+                q = q.where(HostRun.run_id == run_id)
+            if hosts:
+                q = q.where(HostRun.host.in_(list(hosts)))
+            if group_by == "host":
+                picked: dict[tuple[str, str], Any] = {}
+                seen_hosts: set[str] = set()
+                for row in s.execute(q):
+                    if row.host not in seen_hosts:
+                        seen_hosts.add(row.host)
+                        picked[(row.run_id, row.host)] = row
+            else:
+                picked = {(row.run_id, row.host): row for row in s.execute(q.limit(max_lines))}
+            if not picked:
+                return Series(suite=suite, metric=metric, unit=None, x=x, group_by=group_by, lines=[])
+            axis = TYPED_AXES.get(x)
+            xcol: Any = getattr(Result, axis) if axis else _json_num(Result.case_params, x)
+            med = func.coalesce(
+                _json_num(Result.metrics, metric, "median"), _json_num(Result.metrics, metric, "value")
+            )
+            pair_conds = [and_(Result.run_id == r, Result.host == h) for r, h in picked]
+            rows = s.execute(
+                select(
+                    Result.run_id,
+                    Result.host,
+                    xcol.label("x"),
+                    med.label("y"),
+                    _json_num(Result.metrics, metric, "p10").label("p10"),
+                    _json_num(Result.metrics, metric, "p90").label("p90"),
+                ).where(or_(*pair_conds), Result.status == "ok")
+            ).all()
+            unit = s.scalar(
+                select(Result.metrics[(metric, "unit")].as_string())
+                .where(or_(*pair_conds), Result.status == "ok")
+                .where(Result.metrics[(metric, "unit")].as_string().is_not(None))
+                .limit(1)
+            )
+        points: dict[tuple[str, str], list[SeriesPoint]] = defaultdict(list)
+        for r in rows:
+            if r.x is None or r.y is None or not (math.isfinite(r.x) and math.isfinite(r.y)):
+                continue
+            points[(r.run_id, r.host)].append(SeriesPoint(x=float(r.x), y=float(r.y), p10=r.p10, p90=r.p90))
+        lines = [
+            SeriesLine(
+                host=h,
+                run_id=rid,
+                label=meta.label,
+                started_at=meta.started_at,
+                points=sorted(points[(rid, h)], key=lambda p: p.x),
+            )
+            for (rid, h), meta in picked.items()
+            if points.get((rid, h))
+        ]
+        return Series(suite=suite, metric=metric, unit=unit, x=x, group_by=group_by, lines=lines)
+
+    def compare(self, base: str, head: str, *, metric: str | None = None) -> Comparison:
+        """Per-case ratio of medians head/base and their geometric mean. Raises NotFoundError, UsageError."""
+        if metric is not None:
+            check_name("metric", metric)
+        with self._read() as s:
+            base_run, head_run = self._run(s, base), self._run(s, head)
+            if metric is None:
+                metric = self._default_metric(s, base_run.id)
+            med = func.coalesce(
+                _json_num(Result.metrics, metric, "median"), _json_num(Result.metrics, metric, "value")
+            )
+
+            def fetch(rid: str) -> list[Any]:
+                return list(
+                    s.execute(
+                        select(Result.host, Result.case_key, Result.case_params, med.label("y")).where(
+                            Result.run_id == rid, Result.status == "ok", med.is_not(None)
+                        )
+                    )
+                )
+
+            b_rows, h_rows = fetch(base_run.id), fetch(head_run.id)
+            if not b_rows and not h_rows:
+                raise NotFoundError(
+                    f"metric {metric!r} is in neither run {base} nor {head}",
+                    "see the metric names with `orch runs show RUN_ID --json`",
+                )
+            unit = s.scalar(
+                select(Result.metrics[(metric, "unit")].as_string())
+                .where(Result.run_id.in_([base_run.id, head_run.id]), med.is_not(None))
+                .limit(1)
+            )
+        return _pair(base_run.id, head_run.id, metric, unit, b_rows, h_rows)
+
+    def _default_metric(self, s: Session, run_id: str) -> str:
+        metrics = s.scalar(
+            select(Result.metrics).where(Result.run_id == run_id, Result.status == "ok").limit(1)
+        )
+        if not metrics:
+            return DEFAULT_COMPARE_METRIC
+        return DEFAULT_COMPARE_METRIC if DEFAULT_COMPARE_METRIC in metrics else sorted(metrics)[0]
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+
+    def _run(self, s: Session, run_id: str) -> RunRow:
+        run = s.get(RunRow, run_id) if RUN_ID_RE.match(run_id) else None
+        if run is None:
+            raise NotFoundError(f"no run {run_id!r} in the store", "list runs with `orch runs list`")
+        return run
+
+    def _host_run(self, s: Session, run_id: str, host: str, *, lock: bool = False) -> HostRun:
+        q = select(HostRun).where(HostRun.run_id == run_id, HostRun.host == host)
+        if lock:
+            q = q.with_for_update()
+        hr = s.scalars(q).one_or_none()
+        if hr is None:
+            raise NotFoundError(
+                f"no host {host!r} in run {run_id!r}",
+                "the run's hosts are fixed by create_run; check the run id",
+            )
+        return hr
+
+    def _roofs(self, s: Session, hosts: Sequence[str]) -> dict[str, float]:
+        """Each host's measured copy roof (GB/s) from its latest hbm-bandwidth run that has one."""
+        if not hosts:
+            return {}
+        g = func.coalesce(
+            _json_num(Result.metrics, roof.ROOF_METRIC, "median"),
+            _json_num(Result.metrics, roof.ROOF_METRIC, "value"),
+        )
+        rows = s.execute(
+            select(Result.host, Result.run_id, g.label("gbps"))
+            .join(RunRow, RunRow.id == Result.run_id)
+            .where(
+                RunRow.suite == roof.ROOF_SUITE,
+                Result.host.in_(list(hosts)),
+                Result.status == "ok",
+                g.is_not(None),
+            )
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+        ).all()
+        latest: dict[str, str] = {}
+        figures: dict[str, list[float]] = defaultdict(list)
+        for host, rid, gbps in rows:
+            if latest.setdefault(host, rid) == rid:
+                figures[host].append(float(gbps))
+        out = {h: roof.measured_roof_gbps(v) for h, v in figures.items()}
+        return {h: v for h, v in out.items() if v is not None}
+
+
+def _result_row(
+    run_id: str, host: str, ev: Event, status: str, metrics: dict[str, Any], error: str | None
+) -> dict[str, Any]:
+    case = ev.case or {}
+    info = ev.data.get("info")
+    return {
+        "run_id": run_id,
+        "host": host,
+        "seq": ev.seq,
+        "case_index": ev.case_index,
+        "status": status,
+        "case_params": case,
+        "case_key": compute.case_key(case),
+        "m": compute.typed_axis(case.get("m", case.get("M"))),
+        "concurrency": compute.typed_axis(case.get("concurrency"), bits=32),
+        "size_bytes": compute.typed_axis(case.get("size_bytes")),
+        "metrics": metrics,
+        "info": info if isinstance(info, dict) else None,
+        "error": error,
+        "ts": compute.from_unix(ev.ts),
+    }
+
+
+def _summary(run: RunRow, hosts: list[tuple[str, int, int]]) -> RunSummary:
+    return RunSummary(
+        id=run.id,
+        suite=run.suite,
+        params=run.params or {},
+        preset=run.preset,
+        label=run.label,
+        status=run.status,
+        started_by=run.started_by,
+        started_on=run.started_on,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        hosts=[h for h, _, _ in hosts],
+        results=sum(n for _, n, _ in hosts),
+        errors=sum(e for _, _, e in hosts),
+    )
+
+
+def _host_run_record(h: HostRun, roof_gbps: float | None) -> HostRunRecord:
+    return HostRunRecord(
+        host=h.host,
+        status=h.status,
+        facts=h.facts,
+        agent_version=h.agent_version,
+        build_sha=h.build_sha,
+        last_seq=h.last_seq,
+        results=h.results,
+        errors=h.errors,
+        cases_total=h.cases_total,
+        done_counts=h.done_counts,
+        error=h.error,
+        log=h.log,
+        info=h.info or {},
+        started_at=h.started_at,
+        finished_at=h.finished_at,
+        measured_roof_gbps=roof_gbps,
+    )
+
+
+def _pair(
+    base: str, head: str, metric: str, unit: str | None, b_rows: list[Any], h_rows: list[Any]
+) -> Comparison:
+    shared = {r.host for r in b_rows} & {r.host for r in h_rows}
+    by_host = bool(shared)
+
+    def group(rows: list[Any]) -> tuple[dict[tuple[str | None, str], list[float]], dict[str, dict[str, Any]]]:
+        vals: dict[tuple[str | None, str], list[float]] = defaultdict(list)
+        cases: dict[str, dict[str, Any]] = {}
+        for r in rows:
+            if by_host and r.host not in shared:
+                continue
+            vals[(r.host if by_host else None, r.case_key)].append(float(r.y))
+            cases.setdefault(r.case_key, r.case_params or {})
+        return vals, cases
+
+    bv, bc = group(b_rows)
+    hv, hc = group(h_rows)
+    out: list[CompareCase] = []
+    for key in sorted(bv.keys() & hv.keys(), key=lambda k: (k[0] or "", _case_order(bc[k[1]]), k[1])):
+        b, h = compute.median(bv[key]), compute.median(hv[key])
+        ratio = h / b if b > 0 and math.isfinite(b) else None
+        out.append(CompareCase(host=key[0], case_key=key[1], case=bc[key[1]], base=b, head=h, ratio=ratio))
+    return Comparison(
+        base=base,
+        head=head,
+        metric=metric,
+        unit=unit,
+        paired_on="host+case" if by_host else "case",
+        cases=out,
+        geomean=compute.geomean(c.ratio for c in out if c.ratio is not None),
+        only_base=len(bv.keys() - hv.keys()),
+        only_head=len(hv.keys() - bv.keys()),
+    )
+
+
+def _case_order(case: dict[str, Any]) -> tuple[float, str]:
+    m = compute.typed_axis(case.get("m", case.get("M")))
+    return (float(m) if m is not None else math.inf, "")

@@ -1,0 +1,254 @@
+"""The Store on SQLite and on a real PostgreSQL (``store`` fixture, tests/plugins/pg.py)."""
+
+from __future__ import annotations
+
+import threading
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from orchestrator.errors import NotFoundError, StoreError, UsageError
+from orchestrator.protocol import Event
+from orchestrator.store.records import RunFilter
+from orchestrator.store.repo import Store
+from tests.integration.conftest import hello, result_event
+
+
+def _run(
+    store: Store, *, suite: str = "moe-sweep", hosts: list[str] | None = None, label: str | None = None
+) -> str:
+    hosts = hosts or ["h1", "h2"]
+    for h in hosts:
+        store.upsert_host(h, address=f"{h}.example", group="g", labels={"rack": "1"})
+    run_id = store.create_run(
+        suite=suite,
+        params={"E": 8},
+        preset="tiny",
+        label=label,
+        hosts=hosts,
+        started_by="me@box",
+        started_on="box",
+    )
+    for h in hosts:
+        store.start_host_run(run_id, h, facts={"gpu": "x"}, agent_version="v1", build_sha=None)
+    return run_id
+
+
+def test_create_run_shapes(store: Store) -> None:
+    run_id = _run(store)
+    assert len(run_id) == 36 and run_id[14] == "7"  # UUIDv7
+    run = store.get_run(run_id)
+    assert run.status == "running" and run.hosts == ["h1", "h2"] and run.preset == "tiny"
+    assert run.started_at.tzinfo is not None and run.finished_at is None
+    assert [h.status for h in run.host_runs] == ["running", "running"]
+    assert [(s.host, s.status, s.last_seq) for s in store.host_run_states(run_id)] == [
+        ("h1", "running", -1),
+        ("h2", "running", -1),
+    ]
+    later = _run(store)
+    assert later > run_id  # time-sortable
+
+
+def test_ingest_idempotent_and_resumable(store: Store) -> None:
+    run_id = _run(store)
+    events = [hello(0), *(result_event(i, 2**i, 1.0 + i) for i in range(1, 5))]
+    assert store.ingest(run_id, "h1", events) == 4
+    assert store.ingest(run_id, "h1", events) == 0
+    assert store.last_seq(run_id, "h1") == 4
+    assert store.last_seq(run_id, "h2") == -1
+    more = [result_event(5, 32, 6.0), Event(seq=6, type="done", data={"counts": {"results": 5, "errors": 0}})]
+    assert store.ingest(run_id, "h1", events + more) == 1
+    hr = store.get_run(run_id).host_run("h1")
+    assert (
+        hr is not None
+        and hr.results == 5
+        and hr.errors == 0
+        and hr.done_counts == {"results": 5, "errors": 0}
+    )
+    assert hr.agent_version == "v1" and hr.cases_total == 4
+    page = store.results(run_id, host="h1")
+    assert page.total == 5 and [r.m for r in page.items] == [2, 4, 8, 16, 32]
+    assert "samples" not in page.items[0].metrics["time_ms"]
+    assert store.results(run_id, samples=True, limit=1).items[0].metrics["time_ms"]["samples"] == [
+        0.95 * 2,
+        2,
+        1.05 * 2,
+    ]
+
+
+def test_ingest_duplicates_within_batch_and_unique_backstop(store: Store) -> None:
+    run_id = _run(store)
+    ev = result_event(3, 8, 2.0)
+    assert store.ingest(run_id, "h1", [ev, ev]) == 1
+    # A racing writer that read an older last_seq: the unique constraint makes the insert a no-op.
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql(f"UPDATE host_runs SET last_seq = -1 WHERE run_id = '{run_id}' AND host = 'h1'")
+    assert store.ingest(run_id, "h1", [ev]) == 0
+    assert store.results(run_id).total == 1
+
+
+def test_errors_logs_and_unknown_events(store: Store) -> None:
+    run_id = _run(store)
+    events = [
+        Event(seq=0, type="log", data={"level": "info", "message": "warming up"}),
+        Event(seq=1, type="error", data={"message": "CUDA OOM", "case": {"M": 4096}, "case_index": 1}),
+        Event(seq=2, type="error", data={"message": "malformed agent line 2 (not JSON)", "kind": "protocol"}),
+        Event(seq=3, type="mystery", data={"x": 1}),
+        Event(seq=4, type="result", data={"case": {"M": 1}, "metrics": {"time_ms": {"value": "fast"}}}),
+        Event(seq=5, type="case_start", data={"case": {"M": 2}}),
+    ]
+    assert store.ingest(run_id, "h1", events) == 2
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and hr.errors == 2 and hr.results == 0 and hr.last_seq == 5
+    assert hr.log == "[info] warming up" and "not JSON" in (hr.error or "")
+    errs = store.results(run_id, status="error").items
+    assert [(e.m, e.status) for e in errs] == [(4096, "error"), (1, "error")]
+    assert errs[0].error == "CUDA OOM" and "malformed result" in (errs[1].error or "")
+
+
+def test_finish_and_list_filters(store: Store) -> None:
+    a = _run(store, label="baseline")
+    b = _run(store, suite="hbm-bandwidth", hosts=["h3"])
+    store.finish_host_run(a, "h1", "completed")
+    store.finish_host_run(a, "h2", "failed", "ssh: connection lost")
+    store.finish_run(a, "partial")
+    run = store.get_run(a)
+    assert run.status == "partial" and run.finished_at is not None
+    assert run.host_run("h2").error == "ssh: connection lost"  # type: ignore[union-attr]
+    assert [r.id for r in store.list_runs().items] == [b, a]
+    assert store.list_runs(RunFilter(suite="moe-sweep")).total == 1
+    assert [r.id for r in store.list_runs(RunFilter(host="h3")).items] == [b]
+    assert [r.id for r in store.list_runs(RunFilter(status="partial", label="baseline")).items] == [a]
+    future = datetime.now(timezone.utc) + timedelta(hours=1)
+    assert store.list_runs(RunFilter(since=future)).total == 0
+    assert store.list_runs(RunFilter(until=future)).total == 2
+    page = store.list_runs(limit=1, offset=1)
+    assert page.total == 2 and [r.id for r in page.items] == [a]
+    with pytest.raises(ValueError):
+        store.finish_run(a, "bogus")
+
+
+def test_not_found_and_bad_ids(store: Store) -> None:
+    with pytest.raises(NotFoundError) as e:
+        store.get_run("0190a8b2-0000-7000-8000-000000000000")
+    assert "orch runs list" in e.value.hint
+    with pytest.raises(NotFoundError):
+        store.get_run("../etc/passwd")
+    run_id = _run(store)
+    with pytest.raises(NotFoundError):
+        store.ingest(run_id, "nope", [result_event(0, 1, 1.0)])
+    assert store.resolve_run_id(run_id[:13]) == run_id
+    with pytest.raises(UsageError):
+        store.resolve_run_id("xyz")
+
+
+def test_label_and_delete(store: Store) -> None:
+    run_id = _run(store)
+    store.ingest(run_id, "h1", [result_event(1, 1, 1.0)])
+    assert store.set_label(run_id, "nightly").label == "nightly"
+    store.delete_run(run_id)
+    with pytest.raises(NotFoundError):
+        store.get_run(run_id)
+    assert store.list_runs().total == 0
+    with pytest.raises(NotFoundError):
+        store.delete_run(run_id)
+
+
+def test_series_latest_run_per_host(store: Store) -> None:
+    old = _run(store)
+    store.ingest(old, "h1", [result_event(i, 2**i, 100.0) for i in range(3)])
+    new = _run(store)
+    for h, scale in (("h1", 1.0), ("h2", 2.0)):
+        store.ingest(new, h, [result_event(i, 2**i, scale * (i + 1)) for i in range(3)])
+    s = store.series(suite="moe-sweep", metric="time_ms", x="M")
+    assert s.unit == "ms" and [(ln.host, ln.run_id) for ln in s.lines] == [("h1", new), ("h2", new)]
+    assert [(p.x, p.y) for p in s.lines[1].points] == [(1, 2.0), (2, 4.0), (4, 6.0)]
+    assert s.lines[0].points[0].p10 == pytest.approx(0.95)
+    by_run = store.series(suite="moe-sweep", metric="time_ms", group_by="run", hosts=["h1"])
+    assert [ln.run_id for ln in by_run.lines] == [new, old]
+    one = store.series(suite="moe-sweep", metric="time_ms", run_id=old)
+    assert [ln.points[0].y for ln in one.lines] == [100.0]
+    x_json = store.series(suite="moe-sweep", metric="time_ms", x="E")
+    assert {p.x for p in x_json.lines[0].points} == {8.0}
+    assert store.series(suite="nope", metric="time_ms").lines == []
+    with pytest.raises(UsageError):
+        store.series(suite="moe-sweep", metric="time_ms'); DROP TABLE runs; --")
+
+
+def test_compare_pairs_cases_and_geomean(store: Store) -> None:
+    base, head = _run(store), _run(store)
+    store.ingest(base, "h1", [result_event(i, 2**i, 2.0) for i in range(4)])
+    store.ingest(head, "h1", [result_event(i, 2**i, 1.0 if i < 2 else 4.0) for i in range(3)])
+    c = store.compare(base, head)
+    assert c.metric == "time_ms" and c.unit == "ms" and c.paired_on == "host+case"
+    assert [(x.case["M"], x.ratio) for x in c.cases] == [(1, 0.5), (2, 0.5), (4, 2.0)]
+    assert c.geomean == pytest.approx((0.5 * 0.5 * 2.0) ** (1 / 3))
+    assert c.only_base == 1 and c.only_head == 0
+    other = _run(store, hosts=["b300-0"])
+    store.ingest(other, "b300-0", [result_event(i, 2**i, 1.0) for i in range(4)])
+    cross = store.compare(base, other)
+    assert cross.paired_on == "case" and cross.geomean == pytest.approx(0.5)
+    with pytest.raises(NotFoundError):
+        store.compare(base, head, metric="nope")
+
+
+def test_measured_roof(store: Store) -> None:
+    hbm = _run(store, suite="hbm-bandwidth", hosts=["h1"])
+    store.ingest(hbm, "h1", [result_event(0, 0, 5.0, gbps=4000.0), result_event(1, 0, 5.0, gbps=4200.0)])
+    moe = _run(store, hosts=["h1", "h2"])
+    store.ingest(moe, "h1", [result_event(0, 1, 0.3, gbps=3150.0)])
+    store.ingest(moe, "h2", [result_event(0, 1, 0.3, gbps=3150.0)])
+    run = store.get_run(moe)
+    assert [h.measured_roof_gbps for h in run.host_runs] == [4200.0, None]
+    items = store.results(moe).items
+    assert items[0].pct_of_measured_roof == pytest.approx(75.0) and items[1].pct_of_measured_roof is None
+    assert store.results(hbm).items[0].pct_of_measured_roof is None
+
+
+def test_info_hook(store: Store) -> None:
+    run_id = _run(store)
+    store.set_host_run_info(run_id, "h1", {"plateau": {"m": 256, "metric": "time_ms"}})
+    store.set_run_info(run_id, {"summary": "ok"})
+    run = store.get_run(run_id)
+    assert run.info == {"summary": "ok"} and run.host_run("h1").info["plateau"]["m"] == 256  # type: ignore[union-attr]
+
+
+def test_concurrent_writers_and_readers(store: Store) -> None:
+    """Two hosts ingest while a reader polls: no 'database is locked', every row exactly once."""
+    run_id = _run(store)
+    failures: list[BaseException] = []
+
+    def writer(host: str) -> None:
+        try:
+            for start in range(0, 200, 20):
+                store.ingest(run_id, host, [result_event(i, i + 1, 1.0) for i in range(start, start + 20)])
+        except BaseException as exc:  # pragma: no cover - reported below
+            failures.append(exc)
+
+    def reader() -> None:
+        try:
+            for _ in range(30):
+                store.list_runs()
+                store.results(run_id, limit=10)
+        except BaseException as exc:  # pragma: no cover
+            failures.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(h,)) for h in ("h1", "h2")] + [
+        threading.Thread(target=reader)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+    assert store.results(run_id).total == 400
+
+
+def test_unmigrated_database_says_upgrade(db_url: str) -> None:
+    s = Store.from_url(db_url)
+    try:
+        with pytest.raises(StoreError) as e:
+            s.list_runs()
+        assert "orch db upgrade" in e.value.hint
+    finally:
+        s.close()

@@ -1,0 +1,203 @@
+"""A real PostgreSQL for the tests, from Debian's binaries (``/usr/lib/postgresql/<v>/bin``).
+
+``pg_server`` (session): ``initdb`` in a fresh directory and ``postgres`` on 127.0.0.1 on a free port,
+trust auth, superuser ``postgres``. initdb refuses to run as root, so under uid 0 the cluster runs as the
+``postgres`` system user (``runuser -u postgres --``) in a directory that user owns. When PostgreSQL cannot
+start, the tests that need it are skipped locally, and FAIL when ``CI`` is
+set: CI must never silently lose the Postgres half.
+
+``pg_url`` (function): a fresh, empty database per test (``CREATE DATABASE``), as a SQLAlchemy URL
+``postgresql+psycopg://postgres@127.0.0.1:PORT/NAME``; dropped afterwards.
+
+``db_url`` (function, parametrized ``sqlite`` / ``postgres``): an empty database on either engine, and
+``store`` (function): a migrated ``Store`` on it — every store and API test runs on both.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from orchestrator.store.repo import Store
+
+START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class PgServer:
+    host: str
+    port: int
+    user: str
+
+    def url(self, dbname: str) -> str:
+        return f"postgresql+psycopg://{self.user}@{self.host}:{self.port}/{dbname}"
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        return f"host={self.host} port={self.port} user={self.user} dbname={dbname}"
+
+
+def _bindir() -> Path | None:
+    env = os.environ.get("ORCH_PG_BINDIR")
+    if env:
+        return Path(env)
+    found = sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name), reverse=True
+    )
+    return Path(found[0]) if found else None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"PostgreSQL is required in CI but could not start: {reason}", pytrace=False)
+    pytest.skip(f"PostgreSQL not available: {reason}")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    bindir = _bindir()
+    if bindir is None or not (bindir / "initdb").exists():
+        _unavailable("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")
+        raise AssertionError("unreachable")
+    prefix: list[str] = []
+    root = tempfile.mkdtemp(prefix="orch-pg-")
+    if os.geteuid() == 0:
+        import pwd
+
+        try:
+            pw = pwd.getpwnam("postgres")
+        except KeyError:
+            _unavailable("running as root and there is no 'postgres' user to run initdb as")
+            raise
+        os.chown(root, pw.pw_uid, pw.pw_gid)
+        prefix = ["runuser", "-u", "postgres", "--"]
+    data = os.path.join(root, "data")
+    port = _free_port()
+    log = os.path.join(root, "postgres.log")
+    try:
+        init = subprocess.run(
+            [
+                *prefix,
+                str(bindir / "initdb"),
+                "-D",
+                data,
+                "-U",
+                "postgres",
+                "-A",
+                "trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+                "--no-locale",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if init.returncode != 0:
+            _unavailable(f"initdb failed: {init.stderr.strip()[-500:]}")
+        with open(log, "w") as log_file:
+            proc = subprocess.Popen(
+                [
+                    *prefix,
+                    str(bindir / "postgres"),
+                    "-D",
+                    data,
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "-k",
+                    root,
+                    "-c",
+                    "fsync=off",
+                    "-c",
+                    "synchronous_commit=off",
+                    "-c",
+                    "full_page_writes=off",
+                    "-c",
+                    "max_connections=200",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=log_file,
+            )
+    except (OSError, subprocess.SubprocessError) as exc:
+        _unavailable(f"{exc}")
+        raise
+    server = PgServer("127.0.0.1", port, "postgres")
+    try:
+        _wait_ready(server, proc, log)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_ready(server: PgServer, proc: subprocess.Popen[bytes], log: str) -> None:
+    import psycopg
+
+    deadline = time.monotonic() + START_TIMEOUT_S
+    last = ""
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            _unavailable(f"postgres exited with {proc.returncode}: {Path(log).read_text()[-800:]}")
+        try:
+            with psycopg.connect(server.dsn(), connect_timeout=2):
+                return
+        except psycopg.OperationalError as exc:
+            last = str(exc)
+            time.sleep(0.1)
+    proc.kill()
+    _unavailable(f"postgres did not accept connections within {START_TIMEOUT_S:g} s: {last}")
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> Iterator[str]:
+    import psycopg
+
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    yield pg_server.url(name)
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'orch.db'}"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture
+def store(db_url: str) -> Iterator[Store]:
+    from orchestrator.store.repo import Store
+
+    s = Store.from_url(db_url)
+    s.upgrade()
+    yield s
+    s.close()
