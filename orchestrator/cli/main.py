@@ -49,6 +49,10 @@ def _register() -> None:
     app.command("doctor")(doctor.doctor)
     app.add_typer(hosts.app, name="hosts")
 
+    from orchestrator.cli import suites
+
+    app.add_typer(suites.app, name="suites")
+
 
 _register()
 

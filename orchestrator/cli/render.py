@@ -160,3 +160,58 @@ def trust_result(host: str, result: Any) -> None:
                 f"(backup: {result.backup})")
     if result.recorded:
         c.print(f"[green]recorded[/green] {host}'s key in {result.file}")
+
+
+def _param_value(v: Any) -> str:
+    """A parameter value as ``--set`` would take it; doubling lists of 4+ items shortened to ``A..B``."""
+    if isinstance(v, list):
+        if len(v) >= 4 and all(isinstance(x, int) for x in v) and all(b == 2 * a for a, b in zip(v, v[1:], strict=False)):
+            return f"{v[0]}..{v[-1]}"
+        return ",".join(str(x) for x in v)
+    return str(v)
+
+
+def suites_table(rows: list[dict[str, Any]]) -> None:
+    """``orch suites list``: rows of ``{"name", "bench", "description"}``."""
+    from rich.table import Table
+
+    table = Table(title="Suites", title_justify="left")
+    table.add_column("suite", style="bold")
+    table.add_column("bench")
+    table.add_column("description", overflow="fold")
+    for r in rows:
+        table.add_row(r["name"], r["bench"], r["description"])
+    console().print(table)
+
+
+def suite_detail(doc: dict[str, Any]) -> None:
+    """``orch suites show``: a suite's ``SuiteDef.describe()`` as a header, a parameter table and presets."""
+    from rich.table import Table
+
+    c = console()
+    c.print(f"[bold]{doc['name']}[/bold] (bench {doc['bench']}): {doc['description']}", soft_wrap=True)
+    if doc.get("sweep"):
+        c.print(f"sweep axis: {doc['sweep']} (one case per value)")
+    params = Table(title="Parameters (--set KEY=VALUE)", title_justify="left")
+    for col in ("key", "type", "default", "accepted", "scope", "help"):
+        params.add_column(col, overflow="fold")
+    for p in doc["params"]:
+        accepted = [", ".join(p["choices"])] if p["choices"] else []
+        if p["min"] is not None:
+            accepted.append(f">= {p['min']:g}")
+        if p["max"] is not None:
+            accepted.append(f"<= {p['max']:g}")
+        params.add_row(
+            p["name"], p["type"], _param_value(p["default"]), " ".join(accepted), p["scope"], p["help"]
+        )
+    c.print(params)
+    if doc["presets"]:
+        presets = Table(title="Presets (--preset NAME)", title_justify="left")
+        for col in ("preset", "description", "values"):
+            presets.add_column(col, overflow="fold")
+        for pr in doc["presets"]:
+            values = " ".join(f"{k}={_param_value(v)}" for k, v in pr["values"].items())
+            presets.add_row(pr["name"], pr["description"], values)
+        c.print(presets)
+        d = doc["default_preset"]
+        c.print(f"default preset: {d['cuda'] or '-'} on a CUDA host, {d['cpu'] or '-'} without CUDA")

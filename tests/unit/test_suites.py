@@ -1,0 +1,300 @@
+"""Suite registry: built-in suites, resolving --set/--preset/--repeat into the agent's spec, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from orchestrator.cli.suites import app
+from orchestrator.errors import SuiteError
+from orchestrator.suites.registry import (
+    Param,
+    Preset,
+    Registry,
+    SuiteDef,
+    get_suite,
+    list_suites,
+    resolve,
+    run_params,
+)
+
+POW2 = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+TINY_CASE = {"E": 16, "H": 256, "I": 128, "k": 4, "shared": 1, "dtype": "fp32", "impl": "auto"}
+
+
+def test_builtin_suites() -> None:
+    assert [(s.name, s.bench) for s in list_suites()] == [
+        ("hbm-bandwidth", "hbm"),
+        ("moe-sweep", "moe_gemm"),
+        ("noop", "sleep"),
+    ]
+    moe = get_suite("moe-sweep")
+    assert moe.sweep == "M"
+    assert [p.name for p in moe.params] == [
+        "M", "E", "H", "I", "k", "shared", "dtype", "impl", "repeat", "warmup", "device", "seed",
+    ]  # fmt: skip
+    assert moe.preset_names() == ["kimi-k2", "tiny"]
+
+
+def test_unknown_suite_names_the_known_ones() -> None:
+    with pytest.raises(SuiteError, match="unknown suite 'moe'") as exc:
+        get_suite("moe")
+    assert exc.value.hint == "known suites: hbm-bandwidth, moe-sweep, noop; `orch suites list` describes them"
+    assert exc.value.exit_code == 2
+
+
+def test_resolve_tiny_preset_exact_spec() -> None:
+    spec = resolve("moe-sweep", {}, preset="tiny", cuda=False, run_id="r1")
+    assert spec == {
+        "run_id": "r1",
+        "suite": "moe-sweep",
+        "bench": "moe_gemm",
+        "cases": [{"M": m, **TINY_CASE} for m in (1, 2, 4, 8, 16, 32, 64)],
+        "repeat": 20,
+        "warmup": 5,
+        "device": "cpu",
+        "seed": 0,
+        "params": {
+            "M": [1, 2, 4, 8, 16, 32, 64],
+            **TINY_CASE,
+            "repeat": 20,
+            "warmup": 5,
+            "device": "cpu",
+            "seed": 0,
+        },
+        "preset": "tiny",
+    }
+    assert list(spec["cases"][0]) == ["M", "E", "H", "I", "k", "shared", "dtype", "impl"]
+    json.dumps(spec)  # JSON-ready
+
+
+def test_default_preset_follows_cuda() -> None:
+    gpu = resolve("moe-sweep", {}, cuda=True, run_id="r")
+    assert gpu["preset"] == "kimi-k2" and gpu["device"] == "cuda"
+    assert [c["M"] for c in gpu["cases"]] == POW2
+    assert gpu["cases"][0] == {
+        "M": 1, "E": 384, "H": 7168, "I": 2048, "k": 8, "shared": 1, "dtype": "bf16", "impl": "auto",
+    }  # fmt: skip
+    cpu = resolve("moe-sweep", {}, cuda=False, run_id="r")
+    assert cpu["preset"] == "tiny" and cpu["device"] == "cpu"
+    # an explicit preset wins over the host's default; device=cpu on a CUDA host is allowed
+    forced = resolve("moe-sweep", {"device": "cpu"}, preset="kimi-k2", cuda=True, run_id="r")
+    assert forced["device"] == "cpu" and forced["cases"][0]["E"] == 384
+
+
+@pytest.mark.parametrize(
+    ("raw", "ms"),
+    [
+        ("1,2,4", [1, 2, 4]),
+        ("1..4096", POW2),
+        ("3..20", [3, 6, 12]),
+        ("8, 1..4, 2", [1, 2, 4, 8]),  # sorted, de-duplicated
+        ("5", [5]),
+        ("1_024", [1024]),
+    ],
+)
+def test_set_m_lists_and_ranges(raw: str, ms: list[int]) -> None:
+    spec = resolve("moe-sweep", {"M": raw}, cuda=False, run_id="r")
+    assert [c["M"] for c in spec["cases"]] == ms
+    assert spec["params"]["M"] == ms
+
+
+def test_set_overrides_preset() -> None:
+    spec = resolve(
+        "moe-sweep",
+        {"E": "32", "k": "2", "dtype": "bf16", "impl": "loop", "seed": "7", "warmup": "0"},
+        preset="tiny",
+        repeat=3,
+        cuda=False,
+        run_id="r",
+        seed=42,
+    )
+    assert spec["cases"][0] == {**TINY_CASE, "M": 1, "E": 32, "k": 2, "dtype": "bf16", "impl": "loop"}
+    assert (spec["repeat"], spec["warmup"], spec["seed"]) == (3, 0, 7)
+    assert resolve("moe-sweep", {}, cuda=False, run_id="r", seed=42)["seed"] == 42  # default seed given
+
+
+@pytest.mark.parametrize(
+    ("sets", "message", "hint"),
+    [
+        (
+            {"X": "1"},
+            "moe-sweep: unknown parameter 'X'",
+            "accepted keys: M, E, H, I, k, shared, dtype, impl, repeat, warmup, device, seed; "
+            "for example --set M=1,2,4",
+        ),
+        (
+            {"E": "abc"},
+            "moe-sweep: E must be an integer, got 'abc'",
+            "E (number of routed experts) takes an integer >= 1; for example --set E=384",
+        ),
+        (
+            {"E": "0"},
+            "moe-sweep: E must be >= 1, got 0",
+            "E (number of routed experts) takes an integer >= 1; for example --set E=384",
+        ),
+        ({"M": "0"}, "moe-sweep: M must be >= 1, got 0", None),
+        ({"M": "-4"}, "moe-sweep: M must be >= 1, got -4", None),
+        ({"M": "1,,2"}, "moe-sweep: M has an empty item in '1,,2'", None),
+        ({"M": "8..2"}, "moe-sweep: M range '8..2' must be A..B with 1 <= A <= B", None),
+        ({"M": "1.5"}, "moe-sweep: M must be an integer, got '1.5'", None),
+        (
+            {"dtype": "int8"},
+            "moe-sweep: dtype must be one of bf16, fp16, fp32, got 'int8'",
+            "dtype (weight and activation dtype) takes one of bf16, fp16, fp32; for example --set dtype=bf16",
+        ),
+        ({"impl": "triton"}, "moe-sweep: impl must be one of auto, grouped_mm, loop, got 'triton'", None),
+        ({"repeat": "0"}, "moe-sweep: repeat must be >= 1, got 0", None),
+        (
+            {"k": "20"},
+            "moe-sweep: k=20 is larger than E=16: each token picks k of the E routed experts "
+            "(--set k=8 or --set E=384)",
+            None,
+        ),
+        (
+            {"device": "cuda"},
+            "moe-sweep: device=cuda but the host has no CUDA",
+            "use --set device=cpu or auto",
+        ),
+    ],
+)
+def test_bad_sets_rejected(sets: dict[str, str], message: str, hint: str | None) -> None:
+    with pytest.raises(SuiteError) as exc:
+        resolve("moe-sweep", sets, cuda=False, run_id="r")
+    assert exc.value.message == message
+    if hint is not None:
+        assert exc.value.hint == hint
+
+
+@pytest.mark.parametrize("repeat", [0, -1])
+def test_repeat_must_be_positive(repeat: int) -> None:
+    with pytest.raises(SuiteError, match=f"moe-sweep: repeat must be >= 1, got {repeat}"):
+        resolve("moe-sweep", {}, repeat=repeat, cuda=False, run_id="r")
+
+
+def test_repeat_given_twice() -> None:
+    with pytest.raises(SuiteError, match="repeat given twice"):
+        resolve("moe-sweep", {"repeat": "5"}, repeat=5, cuda=False, run_id="r")
+
+
+def test_unknown_preset() -> None:
+    with pytest.raises(SuiteError, match="moe-sweep: unknown preset 'kimi'") as exc:
+        resolve("moe-sweep", {}, preset="kimi", cuda=True, run_id="r")
+    assert exc.value.hint == "presets of moe-sweep: kimi-k2, tiny; for example --preset kimi-k2"
+    with pytest.raises(SuiteError, match="noop: unknown preset 'tiny'") as exc:
+        resolve("noop", {}, preset="tiny", cuda=False, run_id="r")
+    assert exc.value.hint == "presets of noop: none"
+
+
+def test_hbm_bandwidth_sizes() -> None:
+    gpu = resolve("hbm-bandwidth", {}, cuda=True, run_id="r")
+    assert (gpu["bench"], gpu["cases"], gpu["device"], gpu["preset"]) == (
+        "hbm", [{"size_bytes": 4 * 2**30}], "cuda", "cuda",
+    )  # fmt: skip
+    cpu = resolve("hbm-bandwidth", {}, cuda=False, run_id="r")
+    assert cpu["cases"] == [{"size_bytes": 64 * 2**20}]
+    assert resolve("hbm-bandwidth", {"size_bytes": "1GiB"}, cuda=True, run_id="r")["cases"] == [
+        {"size_bytes": 2**30}
+    ]
+    spec = resolve("hbm-bandwidth", {"size_bytes": "8589934592", "repeat": "50"}, cuda=True, run_id="r")
+    assert (spec["cases"], spec["repeat"]) == ([{"size_bytes": 8 * 2**30}], 50)
+    with pytest.raises(SuiteError, match="size_bytes must be >= 1048576, got 1024"):
+        resolve("hbm-bandwidth", {"size_bytes": "1KiB"}, cuda=True, run_id="r")
+
+
+def test_noop_one_case() -> None:
+    spec = resolve("noop", {}, cuda=False, run_id="overhead-1")
+    assert spec == {
+        "run_id": "overhead-1",
+        "suite": "noop",
+        "bench": "sleep",
+        "cases": [{"ms": 1.0}],
+        "repeat": 20,
+        "warmup": 0,
+        "device": "cpu",
+        "seed": 0,
+        "params": {"ms": 1.0, "repeat": 20, "warmup": 0, "device": "cpu", "seed": 0},
+        "preset": None,
+    }
+    assert resolve("noop", {"ms": "0"}, cuda=False, run_id="r")["cases"] == [{"ms": 0.0}]
+    for bad in ("nan", "-1", "x"):
+        with pytest.raises(SuiteError, match="noop: ms must be"):
+            resolve("noop", {"ms": bad}, cuda=False, run_id="r")
+
+
+def test_registry_is_extendable() -> None:
+    user = SuiteDef(
+        name="decode-user",
+        description="a user suite",
+        bench="command",
+        params=(Param("C", "int-list", [1, 4], "concurrency, requests", min=1), *run_params(repeat=3)),
+        presets=(Preset("big", "more", {"C": [64]}),),
+        sweep="C",
+    )
+    reg = Registry(list_suites())
+    reg.register(user)
+    assert reg.names() == ["decode-user", "hbm-bandwidth", "moe-sweep", "noop"]
+    spec = resolve("decode-user", {}, cuda=True, run_id="r", registry=reg)
+    assert (spec["cases"], spec["repeat"], spec["preset"]) == ([{"C": 1}, {"C": 4}], 3, None)
+    assert resolve(user, {}, preset="big", cuda=True, run_id="r")["cases"] == [{"C": 64}]
+    with pytest.raises(SuiteError, match="suite 'decode-user' is defined twice"):
+        reg.register(user)
+
+
+def test_inconsistent_definitions_rejected() -> None:
+    with pytest.raises(SuiteError, match="needs run parameter 'repeat'"):
+        SuiteDef("x", "", "sleep", (Param("ms", "float", 1.0, "ms"),))
+    with pytest.raises(SuiteError, match="preset p sets unknown parameter 'nope'"):
+        SuiteDef("x", "", "sleep", run_params(), presets=(Preset("p", "", {"nope": 1}),))
+    with pytest.raises(SuiteError, match="sweep axis 'ms' must be an int-list"):
+        SuiteDef("x", "", "sleep", (Param("ms", "float", 1.0, "ms"), *run_params()), sweep="ms")
+    with pytest.raises(SuiteError, match="default preset 'gone' is not defined"):
+        SuiteDef("x", "", "sleep", run_params(), default_preset_cpu="gone")
+    with pytest.raises(SuiteError, match="x: n must be >= 1, got 0"):
+        SuiteDef("x", "", "sleep", (Param("n", "int", 0, "count", min=1), *run_params()))
+
+
+# --- orch suites list|show ---------------------------------------------------------------------------------
+
+
+def test_cli_list_json() -> None:
+    result = CliRunner().invoke(app, ["list", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert [(s["name"], s["bench"]) for s in doc["suites"]] == [
+        ("hbm-bandwidth", "hbm"),
+        ("moe-sweep", "moe_gemm"),
+        ("noop", "sleep"),
+    ]
+    assert doc["suites"][2]["description"] == get_suite("noop").description
+
+
+def test_cli_show_json_and_table() -> None:
+    result = CliRunner().invoke(app, ["show", "moe-sweep", "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["name"] == "moe-sweep" and doc["sweep"] == "M"
+    assert doc["params"][1] == {
+        "name": "E",
+        "type": "int",
+        "default": 384,
+        "choices": [],
+        "min": 1,
+        "max": None,
+        "scope": "case",
+        "help": "number of routed experts",
+    }
+    assert doc["presets"][1]["values"]["M"] == [1, 2, 4, 8, 16, 32, 64]
+    assert doc["default_preset"] == {"cuda": "kimi-k2", "cpu": "tiny"}
+    text = CliRunner().invoke(app, ["show", "moe-sweep"], env={"COLUMNS": "200"}).output
+    assert "moe-sweep (bench moe_gemm)" in text
+    assert "1..4096" in text and "dtype=fp32 M=1..64" in text
+    assert "default preset: kimi-k2 on a CUDA host, tiny without CUDA" in text
+
+
+def test_cli_show_unknown_suite() -> None:
+    result = CliRunner().invoke(app, ["show", "nope"])
+    assert isinstance(result.exception, SuiteError)
+    assert result.exception.message == "unknown suite 'nope'"
