@@ -1,15 +1,15 @@
 """Derived metrics of one result: roofline figures for moe-sweep, % of peak for hbm-bandwidth — pure.
 
 moe-sweep (case parameters ``M, E, H, I, k, shared, dtype``; agent metrics ``time_ms`` and, when routing was
-measured, ``distinct_experts`` = number of distinct ROUTED experts the call touched, shared experts not
-counted):
+measured, ``distinct_experts`` = distinct experts whose weights the call read, shared experts INCLUDED, as the
+agent's ``moe_gemm`` bench counts them):
 
 ============== ======== =====================================================================================
 metric         unit     definition
 ============== ======== =====================================================================================
 us_per_token   µs       time_ms · 1000 / M
-weight_bytes   B        (distinct routed experts + shared) · 3·H·I · bytes per weight; the measured
-                        ``distinct_experts`` when present, else E·(1 − (1 − k/E)^M)
+weight_bytes   B        distinct experts · 3·H·I · bytes per weight; the measured ``distinct_experts``
+                        when present, else E·(1 − (1 − k/E)^M) + shared
 activation_b.. B        ``roofline.activation_bytes``: input + output + intermediate, a lower bound
 gbps           GB/s     weight_bytes / time — weights ONLY, the figure quoted as "TB/s of distinct-expert
                         weight bytes" (REFERENCE: 3.27 TB/s on H200 at the plateau). Activations are reported
@@ -88,8 +88,11 @@ def _moe(
     if M < 1 or E < 1 or not 0 <= k <= E:
         return metrics
     measured = metrics.get("distinct_experts")
-    routed = measured.value if measured is not None else roofline.expected_distinct_experts(M, E, k)
-    wbytes = roofline.weight_bytes(routed + shared, H, I, dtype)
+    if measured is not None:
+        experts = measured.value  # already counts the shared experts
+    else:
+        experts = roofline.expected_distinct_experts(M, E, k) + shared
+    wbytes = roofline.weight_bytes(experts, H, I, dtype)
     abytes = roofline.activation_bytes(M, H, I, k, shared, dtype)
     nflops = roofline.flops(M, k, shared, H, I)
     out = dict(metrics)

@@ -115,13 +115,14 @@ TIME = Metric(
 
 def test_enrich_moe_sweep_m1_measured_experts() -> None:
     h200 = match_gpu("NVIDIA H200")
-    metrics = {"time_ms": TIME, "distinct_experts": Metric(value=8, unit="experts")}
+    # the agent counts distinct experts with the shared one: 8 routed + 1 shared
+    metrics = {"time_ms": TIME, "distinct_experts": Metric(value=9, unit="experts")}
     out = enrich_result("moe-sweep", KIMI_M1, metrics, h200)
     assert set(out) == {
         "time_ms", "distinct_experts", "us_per_token", "weight_bytes", "activation_bytes", "gbps", "tflops",
         "pct_peak",
     }  # fmt: skip
-    assert metrics == {"time_ms": TIME, "distinct_experts": Metric(value=8, unit="experts")}  # not mutated
+    assert metrics == {"time_ms": TIME, "distinct_experts": Metric(value=9, unit="experts")}  # not mutated
     assert out["weight_bytes"] == Metric(value=792_723_456, unit="B")
     assert out["activation_bytes"] == Metric(value=102_400, unit="B")
     us = out["us_per_token"]
@@ -158,6 +159,7 @@ def test_enrich_moe_sweep_expected_experts_and_reference_plateau() -> None:
 def test_enrich_moe_sweep_without_gpu_and_with_roof() -> None:
     out = enrich_result("moe-sweep", KIMI_M1, {"time_ms": TIME}, None)
     assert "pct_peak" not in out and "pct_roof" not in out
+    # expected 8 routed (E(1-(1-k/E)^1) = k) + 1 shared
     assert out["weight_bytes"].value == pytest.approx(792_723_456, rel=1e-12)
     out = enrich_result("moe-sweep", KIMI_M1, {"time_ms": TIME}, None, measured_roof_gbps=4200.0)
     assert out["pct_roof"].value == pytest.approx(62.91456, rel=1e-12)  # of a 4200 GB/s roof
@@ -179,3 +181,12 @@ def test_enrich_hbm_bandwidth() -> None:
     assert out["gbps"] is gbps
     assert out["pct_peak"] == Metric(value=87.5, unit="%", median=87.5, p10=4100 / 48, p90=4260 / 48)
     assert "pct_peak" not in enrich_result("hbm-bandwidth", {}, {"gbps": gbps}, None)
+
+
+def test_enrich_measured_count_differs_from_expected() -> None:
+    # a seed that touched 300 of the 384 routed experts at M=64: weight bytes follow the measurement
+    case = {**KIMI_M1, "M": 64}
+    metrics = {"time_ms": Metric(value=8.0, unit="ms"), "distinct_experts": Metric(value=301, unit="experts")}
+    out = enrich_result("moe-sweep", case, metrics, None)
+    assert out["weight_bytes"].value == 301 * 44_040_192 * 2 == 26_512_195_584
+    assert out["tflops"].value == pytest.approx(64 * 792_723_456 / 8e-3 / 1e12, rel=1e-12)
