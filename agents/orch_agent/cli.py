@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     home(p)
     p.set_defaults(fn=cmd_facts)
     p = sub.add_parser("version", help="agent version, Python version, protocol version")
+    home(p)  # accepted (and ignored) so every command takes the same common options
     p.set_defaults(fn=cmd_version)
     p = sub.add_parser("start", help="start a run detached; prints run_id, pid, spool")
     g = p.add_mutually_exclusive_group(required=True)

@@ -1,0 +1,252 @@
+"""The agent CLI as the orchestrator drives it: real processes, a temporary orch home, the ``sleep`` bench."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents.orch_agent import spec as agent_spec
+from agents.orch_agent.runs import pid_alive
+from orchestrator.protocol import parse_line
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def agent(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "agents.orch_agent", *args, "--orch-home", str(home)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def spec(run_id: str, cases: list[dict[str, Any]], **kw: Any) -> str:
+    return json.dumps({"run_id": run_id, "suite": "test", "bench": "sleep", "cases": cases, **kw})
+
+
+def wait_for(pred: Any, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def spool_types(home: Path, run_id: str) -> list[str]:
+    path = home / "runs" / run_id / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(x)["type"] for x in path.read_text().splitlines()]
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Iterator[Path]:
+    h = tmp_path / "orch"
+    yield h
+    # Never leave a worker behind, whatever the test did.
+    for run in (h / "runs").glob("*") if (h / "runs").exists() else []:
+        pid_file = run / "pid"
+        if pid_file.exists():
+            pid = int(pid_file.read_text())
+            if pid_alive(pid):
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+
+def test_version_and_facts(home: Path) -> None:
+    v = agent(home, "version")
+    assert v.returncode == 0
+    doc = json.loads(v.stdout)
+    assert doc["protocol"] == 1 and doc["agent_version"] == "dev"
+    # facts probes torch in a child; the exact keys are the contract with doctor
+    f = json.loads(agent(home, "facts").stdout)
+    assert set(f) == {
+        "hostname", "kernel", "cpu_count", "mem_total_bytes", "python", "torch", "nvidia_smi", "disk", "orch",
+    }  # fmt: skip
+    assert set(f["torch"]) == {
+        "ok", "version", "cuda_available", "cuda_version", "device_count", "devices", "error",
+    }  # fmt: skip
+    assert f["orch"] == {"home": str(home), "agents": [], "builds": [], "current_build": None}
+    assert f["disk"]["path"] == str(home.parent) and f["disk"]["free_bytes"] > 0
+
+
+def test_start_runs_detached_and_follow_streams_everything(home: Path) -> None:
+    cases = [{"ms": 1}, {"ms": 1, "fail": "boom"}, {"ms": 1}]
+    t0 = time.monotonic()
+    out = agent(home, "start", "--spec-json", spec("r1", cases))
+    assert out.returncode == 0, out.stderr
+    started = json.loads(out.stdout)
+    assert started["run_id"] == "r1" and started["started"] is True and started["pid"] > 0
+    assert time.monotonic() - t0 < 20  # returns at once, does not wait for the cases
+    fol = agent(home, "follow", "r1", "--from", "0")
+    assert fol.returncode == 0, fol.stderr
+    events = [parse_line(x, expected_seq=i) for i, x in enumerate(fol.stdout.splitlines())]
+    assert [e.seq for e in events] == list(range(len(events)))
+    assert [e.type for e in events] == [
+        "hello", "case_start", "result", "case_start", "error", "case_start", "result", "done",
+    ]  # fmt: skip
+    hello, err, done = events[0], events[4], events[-1]
+    assert (
+        hello.data["run_id"] == "r1"
+        and hello.data["cases_total"] == 3
+        and hello.data["agent_version"] == "dev"
+    )
+    assert "hostname" in hello.data["facts"]
+    assert (
+        err.case_index == 1 and err.case == cases[1] and err.data["message"].startswith("RuntimeError: boom")
+    )
+    assert events[2].metrics()["time_ms"].unit == "ms"
+    assert done.data == {"status": "completed", "counts": {"results": 2, "errors": 1}}
+    st = json.loads(agent(home, "status", "r1").stdout)
+    assert st["state"] == "finished" and st["lines"] == 8 and st["done"]["status"] == "completed"
+    wait_for(lambda: not pid_alive(started["pid"]))
+
+    # idempotent start for resume: a finished run is reported, not run again
+    again = agent(home, "start", "--spec-json", spec("r1", cases))
+    assert again.returncode == 0 and json.loads(again.stdout)["started"] is False
+    assert len(spool_types(home, "r1")) == 8
+    # same run id, different spec: refused
+    other = agent(home, "start", "--spec-json", spec("r1", [{"ms": 2}]))
+    assert other.returncode == 2 and json.loads(other.stdout)["code"] == "spec_mismatch"
+
+
+def test_follow_from_seq_while_running(home: Path) -> None:
+    assert agent(home, "start", "--spec-json", spec("r2", [{"ms": 150}] * 4)).returncode == 0
+    fol = agent(home, "follow", "r2", "--from", "3", "--poll-s", "0.02")
+    assert fol.returncode == 0, fol.stderr
+    seqs = [json.loads(x)["seq"] for x in fol.stdout.splitlines()]
+    assert seqs == list(range(3, 10))
+    assert json.loads(fol.stdout.splitlines()[-1])["type"] == "done"
+    # following a finished run from past its end prints nothing and exits 0
+    tail = agent(home, "follow", "r2", "--from", "10")
+    assert tail.returncode == 0 and tail.stdout == ""
+
+
+def test_start_refuses_second_worker_and_cancel_stops_it(home: Path) -> None:
+    s = spec("r3", [{"ms": 60000}, {"ms": 1}])
+    pid = json.loads(agent(home, "start", "--spec-json", s).stdout)["pid"]
+    wait_for(lambda: "case_start" in spool_types(home, "r3"))
+    dup = agent(home, "start", "--spec-json", s)
+    assert dup.returncode == 2 and json.loads(dup.stdout)["code"] == "already_running"
+    assert json.loads(agent(home, "status", "r3").stdout)["state"] == "running"
+    t0 = time.monotonic()
+    res = json.loads(agent(home, "cancel", "r3").stdout)
+    assert res == {"run_id": "r3", "was_running": True, "killed": False}
+    assert time.monotonic() - t0 < 10
+    assert not pid_alive(pid)
+    types = spool_types(home, "r3")
+    assert types[-1] == "done" and types.count("done") == 1 and "result" not in types
+    done = json.loads((home / "runs" / "r3" / "events.jsonl").read_text().splitlines()[-1])
+    assert done["status"] == "cancelled"
+    assert json.loads(agent(home, "status", "r3").stdout)["state"] == "finished"
+
+
+FAKE_WORKER = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)          # a wedged worker: ignores SIGTERM
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+open(sys.argv[2] + "/child", "w").write(str(child.pid))
+time.sleep(120)
+"""
+
+
+def test_cancel_kills_the_whole_group_of_a_wedged_worker(home: Path) -> None:
+    run = home / "runs" / "wedged"
+    run.mkdir(parents=True)
+    (run / "events.jsonl").write_text('{"v":1,"seq":0,"type":"hello","ts":1}\n')
+    # argv carries "_worker RUN_DIR" like a real worker, so the agent recognises it
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FAKE_WORKER, "_worker", str(run)], start_new_session=True, cwd=run
+    )
+    try:
+        (run / "pid").write_text(str(proc.pid))
+        wait_for(lambda: (run / "child").exists() and (run / "child").read_text() != "")
+        child = int((run / "child").read_text())
+        res = agent(home, "cancel", "wedged", "--grace-s", "0.5")
+        assert json.loads(res.stdout) == {"run_id": "wedged", "was_running": True, "killed": True}
+        proc.wait(timeout=10)
+        wait_for(lambda: not pid_alive(child), timeout=10)
+        lines = (run / "events.jsonl").read_text().splitlines()
+        done = json.loads(lines[-1])
+        assert done["seq"] == 1 and done["type"] == "done" and done["status"] == "cancelled"
+        assert done["counts"] == {"results": 0, "errors": 0}
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_follow_passes_corrupted_lines_through(home: Path) -> None:
+    run = home / "runs" / "corrupt"
+    run.mkdir(parents=True)
+    raw = (
+        b'{"v":1,"seq":0,"type":"hello","ts":1.0,"run_id":"corrupt"}\n'
+        b"\x00\xffnot json at all {\n"
+        b'{"v":1,"seq":2,"type":"done","ts":2.0,"status":"completed","counts":{"results":0,"errors":0}}\n'
+    )
+    (run / "events.jsonl").write_bytes(raw)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agents.orch_agent",
+            "follow",
+            "corrupt",
+            "--from",
+            "1",
+            "--orch-home",
+            str(home),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0
+    assert out.stdout == raw.split(b"\n", 1)[1]  # byte for byte, from line 1 on
+    ev = parse_line(out.stdout.splitlines()[0], expected_seq=1)
+    assert ev.type == "error" and ev.seq == 1 and ev.data["kind"] == "protocol"
+
+
+def test_follow_and_status_of_a_dead_worker_and_missing_run(home: Path) -> None:
+    run = home / "runs" / "dead"
+    run.mkdir(parents=True)
+    (run / "events.jsonl").write_text('{"v":1,"seq":0,"type":"hello","ts":1}\n')
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (run / "pid").write_text(str(gone.pid))
+    fol = agent(home, "follow", "dead", "--from", "0")
+    assert fol.returncode == 3
+    assert fol.stdout.splitlines() == ['{"v":1,"seq":0,"type":"hello","ts":1}']
+    assert json.loads(fol.stderr)["error"] == "agent worker exited without finishing"
+    assert json.loads(agent(home, "status", "dead").stdout)["state"] == "dead"
+    (run / "spec.json").write_text(json.dumps(agent_spec.validate(json.loads(spec("dead", [])))))
+    restart = agent(home, "start", "--spec-json", spec("dead", []))
+    assert restart.returncode == 3 and json.loads(restart.stdout)["code"] == "worker_dead"
+    assert spool_types(home, "dead") == ["hello"]  # nothing was started again
+
+    missing = agent(home, "follow", "nope", "--from", "0")
+    assert missing.returncode == 4 and json.loads(missing.stderr)["code"] == "no_such_run"
+    st = agent(home, "status", "nope")
+    assert st.returncode == 4 and json.loads(st.stdout)["state"] == "unknown"
+    assert agent(home, "cancel", "nope").returncode == 4
+
+
+def test_bad_spec_is_rejected_before_anything_starts(home: Path) -> None:
+    out = agent(home, "start", "--spec-json", '{"run_id": "x", "bench": "nope", "cases": []}')
+    assert out.returncode == 2
+    assert "bench" in json.loads(out.stdout)["error"]
+    assert not (home / "runs" / "x").exists()
