@@ -21,6 +21,7 @@ from orchestrator.errors import OrchError
 from orchestrator.facts import gpus_from_facts
 from orchestrator.fanout import fanout
 from orchestrator.inventory import Host, Inventory
+from orchestrator.transport import open_transport
 from orchestrator.transport.base import Transport
 
 CHECK_NAMES = ("dns", "tcp", "banner", "hostkey", "auth", "python", "gpus", "disk", "agent")
@@ -97,18 +98,6 @@ def probe_argv(host: Host) -> list[str]:
     from orchestrator.agent_build import sysinfo_source
 
     return [_python_argv(host), "-c", sysinfo_source(), "--json"]
-
-
-async def open_transport(host: Host, *, timeout_s: float, trace: Any | None = None) -> Transport:
-    """Connect to a host by its ``connection`` kind (ssh or local)."""
-    if host.connection == "local":
-        from orchestrator.transport.local import LocalTransport
-
-        return LocalTransport(host.name)
-    from orchestrator.transport import ssh
-
-    dl = ssh.Deadlines(dns_s=timeout_s, tcp_s=timeout_s, banner_s=timeout_s, login_s=max(timeout_s, 5.0) * 1.5)
-    return await ssh.connect(host, deadlines=dl, trace=trace)
 
 
 async def check_host(host: Host, opts: DoctorOptions) -> HostReport:
@@ -271,9 +260,9 @@ async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOpt
     """Check every selected host concurrently. Raises SelectionError for a bad selector; never raises for a host."""
     hosts = inventory.select(selector)
     if opts.local_agent_sha is None:
-        from orchestrator.agent_build import agent_sha256
+        from orchestrator.agent_build import agent_source_sha256
 
-        opts = DoctorOptions(opts.timeout_s, opts.concurrency, agent_sha256())
+        opts = DoctorOptions(opts.timeout_s, opts.concurrency, agent_source_sha256())
     deadline = opts.timeout_s * 10 + 5
     outcomes = await fanout(hosts, lambda h: check_host(h, opts), concurrency=opts.concurrency,
                             deadline_s=deadline)

@@ -189,12 +189,12 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any,
     mapping: dict[Any, Any] = {}
     lines: dict[Any, int] = {}
     for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        key = loader.construct_object(key_node, deep=True)
         if key in mapping:
             raise InventoryError(
                 f"duplicate key {key!r}", "remove one of the two entries", line=key_node.start_mark.line + 1
             )
-        mapping[key] = loader.construct_object(value_node, deep=True)  # type: ignore[no-untyped-call]
+        mapping[key] = loader.construct_object(value_node, deep=True)
         lines[key] = key_node.start_mark.line + 1
     mapping_with_lines = _LinedDict(mapping)
     mapping_with_lines.lines = lines
@@ -207,7 +207,7 @@ class _LinedDict(dict[Any, Any]):
     line: int
 
 
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)  # type: ignore[arg-type]
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
 def _line_of(doc: Any, loc: tuple[int | str, ...]) -> int:

@@ -86,7 +86,8 @@ def record(offer: Offer, *, confirmed_fingerprint: str, replace: bool = False) -
             raise HostKeyError(
                 offer.host, v,
                 f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key",
-                "if the host was reinstalled and you checked the new fingerprint on its console, rerun with --replace",
+                "if the host was reinstalled and you checked the new fingerprint on its console, "
+                "rerun with --replace",
             )
         res = hostkeys.remove_host(offer.known_hosts_file, offer.key_name, offer.port)
         removed, backup = res.removed_count, res.backup_path

@@ -49,9 +49,21 @@ def _register() -> None:
     app.command("doctor")(doctor.doctor)
     app.add_typer(hosts.app, name="hosts")
 
+    from orchestrator.cli import run
+
+    app.command("deploy")(run.deploy)
+    app.command("run")(run.run)
+    app.command("cancel")(run.cancel)
+
     from orchestrator.cli import suites
 
     app.add_typer(suites.app, name="suites")
+
+    from orchestrator.cli import db, runs, serve
+
+    app.add_typer(db.app, name="db")
+    app.add_typer(runs.app, name="runs")
+    app.command("serve")(serve.serve)
 
 
 _register()
@@ -60,7 +72,7 @@ _register()
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app inside the one error boundary (OrchError -> red line + exit code)."""
     try:
-        app(args=argv, standalone_mode=False)
+        rv = app(args=argv, standalone_mode=False)
     except OrchError as exc:
         render.error(exc)
         sys.exit(exc.exit_code)
@@ -85,3 +97,4 @@ def main(argv: list[str] | None = None) -> None:
             "[red]orch hit a bug.[/red] Please report it with the traceback above and the command you ran."
         )
         sys.exit(70)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -14,12 +14,13 @@ from orchestrator.errors import OrchError
 
 @cache
 def console() -> Console:
-    return Console(highlight=False)
+    # Not a terminal (CI logs, pipes): rich would wrap at 80 columns; tables read better wider.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 
 
 @cache
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
 
 
 def error(exc: OrchError) -> None:
@@ -162,56 +163,256 @@ def trust_result(host: str, result: Any) -> None:
         c.print(f"[green]recorded[/green] {host}'s key in {result.file}")
 
 
-def _param_value(v: Any) -> str:
-    """A parameter value as ``--set`` would take it; doubling lists of 4+ items shortened to ``A..B``."""
-    if isinstance(v, list):
-        if len(v) >= 4 and all(isinstance(x, int) for x in v) and all(b == 2 * a for a, b in zip(v, v[1:], strict=False)):
-            return f"{v[0]}..{v[-1]}"
-        return ",".join(str(x) for x in v)
-    return str(v)
+# -- orch db / orch serve / orch runs (store views) ----------------------------------------------------------
+
+# moe-sweep's table: (header, metric name); the metric names are those of analysis/enrich.py.
+_MOE_COLUMNS = (
+    ("median ms", "time_ms"),
+    ("µs/token", "us_per_token"),
+    ("GB/s", "gbps"),
+    ("% of peak", "pct_peak"),
+    ("% of roof", "pct_of_measured_roof"),
+    ("TFLOP/s", "tflops"),
+)
 
 
-def suites_table(rows: list[dict[str, Any]]) -> None:
-    """``orch suites list``: rows of ``{"name", "bench", "description"}``."""
+def _redact_url(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL is shown as given, it carries no password we could find
+        return url
+
+
+def _fmt(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        if x == 0:
+            return "0"
+        mag = abs(x)
+        if mag < 1e-3 or mag >= 1e5:
+            return f"{x:.{digits}g}"
+        return f"{x:,.{max(0, digits - len(str(int(mag))))}f}"
+    return str(x)
+
+
+def _when(dt: Any) -> str:
+    return dt.strftime("%Y-%m-%d %H:%M:%S") if dt is not None else "-"
+
+
+def db_upgraded(url: str, revision: str | None) -> None:
+    console().print(f"database {_redact_url(url)} is at revision {revision or '-'} (head)")
+
+
+def serving(host: str, port: int, db_url: str) -> None:
+    shown = f"[{host}]" if ":" in host else host
+    err_console().print(
+        f"orch results API on http://{shown}:{port}/ (docs /docs) over {_redact_url(db_url)}", soft_wrap=True
+    )
+
+
+def runs_table(page: Any) -> None:
     from rich.table import Table
 
-    table = Table(title="Suites", title_justify="left")
-    table.add_column("suite", style="bold")
-    table.add_column("bench")
-    table.add_column("description", overflow="fold")
-    for r in rows:
-        table.add_row(r["name"], r["bench"], r["description"])
-    console().print(table)
+    t = Table(title=f"Runs ({len(page.items)} of {page.total})", title_justify="left")
+    for col in ("run id", "suite", "status", "label", "hosts", "results", "errors", "started (UTC)", "by"):
+        t.add_column(col, overflow="fold")
+    for r in page.items:
+        status = {"completed": "green", "partial": "yellow", "failed": "red"}.get(r.status)
+        t.add_row(
+            r.id, r.suite, f"[{status}]{r.status}[/{status}]" if status else r.status, r.label or "-",
+            ",".join(r.hosts), str(r.results), str(r.errors), _when(r.started_at), r.started_by,
+        )  # fmt: skip
+    console().print(t)
 
 
-def suite_detail(doc: dict[str, Any]) -> None:
-    """``orch suites show``: a suite's ``SuiteDef.describe()`` as a header, a parameter table and presets."""
+def _plateau(info: dict[str, Any]) -> Any:
+    p = info.get("plateau")
+    if isinstance(p, dict):
+        return p.get("M", p.get("m"))
+    return p
+
+
+def _case_text(case: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
+    return " ".join(f"{k}={v}" for k, v in case.items() if k not in skip)
+
+
+def run_detail(run: Any, results: list[Any]) -> None:
+    """``orch runs show``: the run, its hosts, then one results table per host."""
     from rich.table import Table
 
     c = console()
-    c.print(f"[bold]{doc['name']}[/bold] (bench {doc['bench']}): {doc['description']}", soft_wrap=True)
-    if doc.get("sweep"):
-        c.print(f"sweep axis: {doc['sweep']} (one case per value)")
-    params = Table(title="Parameters (--set KEY=VALUE)", title_justify="left")
-    for col in ("key", "type", "default", "accepted", "scope", "help"):
-        params.add_column(col, overflow="fold")
-    for p in doc["params"]:
-        accepted = [", ".join(p["choices"])] if p["choices"] else []
-        if p["min"] is not None:
-            accepted.append(f">= {p['min']:g}")
-        if p["max"] is not None:
-            accepted.append(f"<= {p['max']:g}")
-        params.add_row(
-            p["name"], p["type"], _param_value(p["default"]), " ".join(accepted), p["scope"], p["help"]
+    c.print(f"[bold]run {run.id}[/bold]  suite {run.suite}  status {run.status}  label {run.label or '-'}")
+    c.print(f"started {_when(run.started_at)} UTC by {run.started_by}; finished {_when(run.finished_at)}")
+    if run.params:
+        c.print("params: " + _case_text(run.params), soft_wrap=True)
+    hosts = Table(title="Hosts", title_justify="left")
+    for col in ("host", "status", "results", "errors", "GPU", "agent", "roof GB/s", "plateau M", "error"):
+        hosts.add_column(col, overflow="fold")
+    for h in run.host_runs:
+        gpus = (h.facts or {}).get("gpus") or []
+        gpu = gpus[0].get("name", "-") if gpus and isinstance(gpus[0], dict) else "-"
+        hosts.add_row(
+            h.host, h.status, str(h.results), str(h.errors), f"{gpu} x{len(gpus)}" if gpus else "-",
+            (h.agent_version or "-")[:12], _fmt(h.measured_roof_gbps), _fmt(_plateau(h.info)),
+            (h.error or "").splitlines()[-1] if h.error else "",
+        )  # fmt: skip
+    c.print(hosts)
+    by_host: dict[str, list[Any]] = {}
+    for r in results:
+        by_host.setdefault(r.host, []).append(r)
+    for host, rows in by_host.items():
+        hr = run.host_run(host)
+        plateau = _plateau(hr.info) if hr is not None else None
+        title = f"{host}" + (f" — plateau from M={plateau}" if plateau is not None else "")
+        c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
+
+
+def _moe_table(title: str, rows: list[Any]) -> Any:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    t.add_column("M", justify="right")
+    for header, _ in _MOE_COLUMNS:
+        t.add_column(header, justify="right")
+    t.add_column("case / error", overflow="fold")
+    for r in sorted(rows, key=lambda r: (r.m is None, r.m or 0, r.seq)):
+        if r.status != "ok":
+            t.add_row(_fmt(r.m), *["-"] * len(_MOE_COLUMNS), f"[red]{r.error}[/red]")
+            continue
+        cells = []
+        for _, name in _MOE_COLUMNS:
+            if name == "pct_of_measured_roof":
+                cells.append(_fmt(r.pct_of_measured_roof))
+            else:
+                m = r.metrics.get(name) or {}
+                cells.append(_fmt(m.get("median", m.get("value"))))
+        t.add_row(_fmt(r.m), *cells, "")
+    return t
+
+
+def _generic_table(title: str, rows: list[Any]) -> Any:
+    from rich.table import Table
+
+    names: list[str] = []
+    for r in rows:
+        names.extend(n for n in r.metrics if n not in names)
+    t = Table(title=title, title_justify="left")
+    t.add_column("case", overflow="fold")
+    for n in names:
+        t.add_column(n, justify="right")
+    t.add_column("% of roof", justify="right")
+    for r in rows:
+        if r.status != "ok":
+            t.add_row(_case_text(r.case), *["-"] * len(names), f"[red]{r.error}[/red]")
+            continue
+        cells = []
+        for n in names:
+            m = r.metrics.get(n)
+            cells.append(f"{_fmt(m.get('median', m.get('value')))} {m.get('unit', '')}".strip() if m else "-")
+        t.add_row(_case_text(r.case), *cells, _fmt(r.pct_of_measured_roof))
+    return t
+
+
+def comparison_table(cmp: Any) -> None:
+    from rich.table import Table
+
+    unit = f" ({cmp.unit})" if cmp.unit else ""
+    t = Table(title=f"{cmp.metric}{unit}: head {cmp.head} / base {cmp.base}", title_justify="left")
+    for col in ("host", "case", "base", "head", "head/base"):
+        right = col in ("base", "head", "head/base")
+        t.add_column(col, justify="right" if right else "left", overflow="fold")
+    for x in cmp.cases:
+        ratio = "-" if x.ratio is None else f"{x.ratio:.3f}"
+        t.add_row(x.host or "*", _case_text(x.case, ("seed",)), _fmt(x.base), _fmt(x.head), ratio)
+    c = console()
+    c.print(t)
+    gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
+    c.print(
+        f"geometric mean head/base: [bold]{gm}[/bold] over {len(cmp.cases)} cases "
+        f"(paired on {cmp.paired_on}); "
+        f"only in base: {cmp.only_base}, only in head: {cmp.only_head}"
+    )
+
+
+class RunProgress:
+    """The live display of ``orch run``: per host a bar of cases done of total, the current M, the state, and
+    the elapsed time. Implements runner.Observer; draws nothing when disabled (``--json``)."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.enabled = enabled
+        self._progress = Progress(
+            TextColumn("[bold]{task.fields[host]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[case]}"),
+            TextColumn("[dim]{task.fields[state]}"),
+            TimeElapsedColumn(),
+            console=err_console(),
+            transient=False,
+            disable=not enabled,
         )
-    c.print(params)
-    if doc["presets"]:
-        presets = Table(title="Presets (--preset NAME)", title_justify="left")
-        for col in ("preset", "description", "values"):
-            presets.add_column(col, overflow="fold")
-        for pr in doc["presets"]:
-            values = " ".join(f"{k}={_param_value(v)}" for k, v in pr["values"].items())
-            presets.add_row(pr["name"], pr["description"], values)
-        c.print(presets)
-        d = doc["default_preset"]
-        c.print(f"default preset: {d['cuda'] or '-'} on a CUDA host, {d['cpu'] or '-'} without CUDA")
+        self._tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> RunProgress:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.__exit__(None, None, None)
+
+    def _task(self, host: str) -> Any:
+        if host not in self._tasks:
+            self._tasks[host] = self._progress.add_task(host, host=host, case="", state="", total=None)
+        return self._tasks[host]
+
+    def host_state(self, host: str, state: str, detail: str = "") -> None:
+        text = state + (f": {detail}" if detail else "")
+        self._progress.update(self._task(host), state=text[:80])
+
+    def case_progress(self, host: str, done: int, total: int | None, case: dict[str, Any] | None) -> None:
+        shown = ""
+        if case:
+            shown = f"M={case['M']}" if "M" in case else _case_text(case)[:40]
+        self._progress.update(self._task(host), completed=done, total=total, case=shown)
+
+
+def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
+    """After ``orch run``: the result table per host (as ``orch runs show``), failures with reasons, the id."""
+    if results:
+        run_detail(run, results)
+    c = console()
+    for h in outcome.hosts:
+        if h.status not in ("completed",):
+            colour = "yellow" if h.status == "partial" else "red"
+            c.print(f"[{colour}]{h.host}: {h.status}[/{colour}]" + (f" — {h.error}" if h.error else ""),
+                    soft_wrap=True)
+            if getattr(h, "hint", None):
+                c.print(f"    hint: {h.hint}", soft_wrap=True)
+    colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
+    c.print(f"run [bold]{outcome.run_id}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
+            f"{sum(h.results for h in outcome.hosts)} results from {len(outcome.hosts)} host(s); "
+            f"details: orch runs show {outcome.run_id}")
+
+
+def deploy_table(report: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="orch deploy")
+    for col in ("host", "agent", "build", "current", "uploaded", "error"):
+        table.add_column(col)
+    for r in report.rows:
+        if r["ok"]:
+            build = (f"{r['build_sha'][:12]} {r['build']}" if r.get("build_sha") else "-")
+            table.add_row(r["host"], f"{r['agent_sha'][:12]} {r['agent']}", build,
+                          "switched" if r.get("switched") else "-", f"{r['uploaded_bytes'] / 1e6:.2f} MB", "")
+        else:
+            table.add_row(r["host"], "", "", "", "", f"[red]{r['error']}[/red]")
+    console().print(table)
+    for r in report.rows:
+        if not r["ok"] and r.get("hint"):
+            console().print(f"[yellow]{r['host']} hint:[/yellow] {r['hint']}")

@@ -1,7 +1,7 @@
 """The SSH test bed: real OpenSSH ``sshd`` processes (Debian's openssh-server), one per simulated host.
 
-Each host binds its own loopback address (127.0.0.11, .12, ... — all of 127.0.0.0/8 is loopback) on a free port,
-has its own host keys, and its own remote HOME (sshd ``SetEnv HOME=...`` and ``internal-sftp -d``), so two
+Each host binds its own loopback address (127.0.0.11, .12, ... — all of 127.0.0.0/8 is loopback) on a free
+port, has its own host keys, and its own remote HOME (sshd ``SetEnv HOME=...`` and ``internal-sftp -d``), so two
 simulated hosts never share ``~/.orch``. sshd runs as the current user (root in CI). The client side is a
 temporary HOME with a generated key, a known_hosts file and an ssh_config; tests point orch at it by setting
 ``HOME``.
@@ -103,7 +103,8 @@ class SshdHost:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"sshd for {self.name} exited: {(self.root / 'sshd.log').read_text()[-2000:]}")
+                log = (self.root / "sshd.log").read_text()[-2000:]
+                raise RuntimeError(f"sshd for {self.name} exited: {log}")
             try:
                 with socket.create_connection((self.address, self.port), timeout=0.2) as s:
                     s.settimeout(2)

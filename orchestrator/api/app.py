@@ -1,0 +1,82 @@
+"""The results API: ``create_app(settings)`` builds the FastAPI app; ``orch serve`` runs it under uvicorn.
+
+Errors are JSON ``{"detail": ...}``: a NotFoundError is 404, a UsageError 400, request validation 422, an
+unreachable or unmigrated database 503. Nothing here touches the database until a request arrives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import JSONResponse
+
+from orchestrator.api.deps import require_read
+from orchestrator.api.routes import compare, health, hosts, results, runs, series, web
+from orchestrator.api.schemas import Detail
+from orchestrator.errors import NotFoundError, OrchError, StoreError, UsageError
+from orchestrator.settings import Settings
+from orchestrator.store.repo import Store
+
+API_PREFIX = "/api/v1"
+_ERRORS: dict[int | str, dict[str, object]] = {
+    400: {"model": Detail},
+    401: {"model": Detail},
+    403: {"model": Detail},
+    404: {"model": Detail},
+    503: {"model": Detail},
+}
+
+
+def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
+    """The app over ``store`` (default: a Store on ``settings.db_url``, disposed at shutdown)."""
+    own = store is None
+    the_store = store if store is not None else Store.from_url(settings.db_url)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        if own:
+            the_store.close()
+
+    app = FastAPI(
+        title="orch results API",
+        version="1",
+        description="Benchmark runs, results, plot series and run comparisons stored by orch.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.store = the_store
+    origins = settings.cors_origin_list()
+    if origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+    app.add_exception_handler(OrchError, _orch_error)
+
+    api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_read)], responses=_ERRORS)
+    for module in (hosts, runs, results, series, compare):
+        api.include_router(module.router)
+    app.include_router(api)
+    app.include_router(health.router, responses=_ERRORS)
+    app.include_router(web.router)
+    return app
+
+
+async def _orch_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OrchError)
+    if isinstance(exc, NotFoundError):
+        code = 404
+    elif isinstance(exc, StoreError):
+        code = 503
+    elif isinstance(exc, UsageError):
+        code = 400
+    else:
+        code = 500
+    detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    return JSONResponse({"detail": detail}, status_code=code)

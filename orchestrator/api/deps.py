@@ -1,0 +1,79 @@
+"""Dependencies of the routes: the store, the bearer-token guards, the shared validated parameter types."""
+
+from __future__ import annotations
+
+import hmac
+from datetime import datetime, timezone
+from typing import Annotated
+
+from fastapi import Depends, HTTPException, Path, Query, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import SecretStr
+
+from orchestrator.settings import Settings
+from orchestrator.store.repo import Store
+
+RUN_ID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
+TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*$"
+
+_bearer = HTTPBearer(
+    auto_error=False, description="ORCH_API_TOKEN for writes; ORCH_API_READ_TOKEN for reads if set"
+)
+
+
+def get_store(request: Request) -> Store:
+    store: Store = request.app.state.store
+    return store
+
+
+def get_settings(request: Request) -> Settings:
+    settings: Settings = request.app.state.settings
+    return settings
+
+
+def _matches(given: str, expected: SecretStr | None) -> bool:
+    secret = expected.get_secret_value() if expected is not None else ""
+    return bool(secret) and hmac.compare_digest(given.encode(), secret.encode())
+
+
+def require_read(
+    settings: Annotated[Settings, Depends(get_settings)],
+    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Reads are open unless ORCH_API_READ_TOKEN is set; then the read or the write token is needed."""
+    if settings.api_read_token is None or not settings.api_read_token.get_secret_value():
+        return
+    token = cred.credentials if cred else ""
+    if not (_matches(token, settings.api_read_token) or _matches(token, settings.api_token)):
+        raise HTTPException(401, "a valid bearer token is required to read (ORCH_API_READ_TOKEN)",
+                            headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+
+
+def require_write(
+    settings: Annotated[Settings, Depends(get_settings)],
+    cred: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    """Writes need ``Authorization: Bearer $ORCH_API_TOKEN`` (constant-time compare); none if it is unset."""
+    if settings.api_token is None or not settings.api_token.get_secret_value():
+        raise HTTPException(403, "writes are disabled: the server has no ORCH_API_TOKEN")
+    if cred is None or not _matches(cred.credentials, settings.api_token):
+        raise HTTPException(401, "a valid bearer token is required to write (ORCH_API_TOKEN)",
+                            headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+
+
+def as_utc(value: datetime | None) -> datetime | None:
+    """Naive query datetimes are UTC; aware ones are converted. Out-of-range conversions are a 422."""
+    if value is None:
+        return None
+    try:
+        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    except (OverflowError, ValueError) as exc:
+        raise HTTPException(422, f"datetime out of range: {value.isoformat()}") from exc
+
+
+StoreDep = Annotated[Store, Depends(get_store)]
+RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN, description="run id (UUID)")]
+Text = Annotated[str | None, Query(max_length=255, pattern=TEXT_PATTERN)]
+Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
+Offset = Annotated[int, Query(ge=0, le=10_000_000, description="rows to skip")]

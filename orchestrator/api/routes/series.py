@@ -1,0 +1,29 @@
+"""``GET /api/v1/series``: points ready for a plot — x a case parameter, y a metric's median with p10/p90."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Query
+
+from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, TEXT_PATTERN, StoreDep
+from orchestrator.api.schemas import SeriesOut
+
+router = APIRouter(tags=["series"])
+
+
+@router.get("/series", response_model=SeriesOut)
+def series(
+    store: StoreDep,
+    suite: Annotated[str, Query(min_length=1, max_length=128, pattern=TEXT_PATTERN)],
+    metric: Annotated[str, Query(pattern=NAME_PATTERN, description="e.g. time_ms, gbps")] = "time_ms",
+    x: Annotated[str, Query(pattern=NAME_PATTERN, description="case parameter, e.g. M")] = "M",
+    host: Annotated[list[str], Query(max_length=100, description="repeatable; default all hosts")] = [],  # noqa: B006
+    run: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None,
+    group_by: Annotated[Literal["host", "run"], Query(description="host: latest run per host")] = "host",
+    limit: Annotated[int, Query(ge=1, le=200, description="max lines when group_by=run")] = 50,
+) -> SeriesOut:
+    s = store.series(
+        suite=suite, metric=metric, x=x, hosts=host, run_id=run, group_by=group_by, max_lines=limit
+    )
+    return SeriesOut.model_validate(s)

@@ -1,0 +1,169 @@
+"""Response and request bodies of the results API (pydantic). Built from the store's records, never ORM rows.
+
+Units: ``time_ms`` ms, ``us_per_token`` µs, ``gbps`` GB/s (1e9 B/s), ``tflops`` TFLOP/s, ``pct_*`` percent.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+
+class Detail(BaseModel):
+    detail: str | list[Any]
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    schema_revision: str | None
+
+
+class HostOut(_Out):
+    name: str
+    address: str | None
+    group: str | None
+    labels: dict[str, Any]
+    facts: dict[str, Any] | None
+    first_seen: datetime
+    last_seen: datetime
+
+
+class RunSummaryOut(_Out):
+    id: str
+    suite: str
+    params: dict[str, Any]
+    preset: str | None
+    label: str | None
+    status: str
+    started_by: str
+    started_on: str
+    started_at: datetime
+    finished_at: datetime | None
+    hosts: list[str]
+    results: int = Field(description="result rows with status ok")
+    errors: int = Field(description="result rows with status error (failed cases)")
+
+
+class RunPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    items: list[RunSummaryOut]
+
+
+class HostRunOut(_Out):
+    host: str
+    status: str
+    facts: dict[str, Any] | None
+    agent_version: str | None
+    build_sha: str | None
+    last_seq: int
+    results: int
+    errors: int
+    cases_total: int | None
+    done_counts: dict[str, Any] | None
+    error: str | None
+    log: str | None
+    info: dict[str, Any] = Field(description="analysis attached by the runner, e.g. {'plateau': {'M': 256}}")
+    started_at: datetime | None
+    finished_at: datetime | None
+    measured_roof_gbps: float | None = Field(description="latest hbm-bandwidth copy roof of this host, GB/s")
+
+
+class RunDetailOut(RunSummaryOut):
+    info: dict[str, Any]
+    host_runs: list[HostRunOut]
+
+
+class MetricOut(BaseModel):
+    value: float
+    unit: str
+    median: float | None = None
+    p10: float | None = None
+    p90: float | None = None
+    min: float | None = None
+    max: float | None = None
+    n: int | None = None
+    samples: list[float] | None = None
+
+
+class ResultOut(_Out):
+    host: str
+    seq: int
+    case_index: int | None
+    status: str
+    case: dict[str, Any]
+    case_key: str
+    m: int | None
+    concurrency: int | None
+    size_bytes: int | None
+    metrics: dict[str, MetricOut]
+    info: dict[str, Any] | None
+    error: str | None
+    pct_of_measured_roof: float | None = Field(description="gbps / the host's measured copy roof, percent")
+
+
+class ResultPage(BaseModel):
+    run_id: str
+    total: int
+    limit: int
+    offset: int
+    items: list[ResultOut]
+
+
+class SeriesPointOut(_Out):
+    x: float
+    y: float
+    p10: float | None
+    p90: float | None
+
+
+class SeriesLineOut(_Out):
+    host: str
+    run_id: str
+    label: str | None
+    started_at: datetime
+    points: list[SeriesPointOut]
+
+
+class SeriesOut(_Out):
+    suite: str
+    metric: str
+    unit: str | None
+    x: str
+    group_by: str
+    lines: list[SeriesLineOut]
+
+
+class CompareCaseOut(_Out):
+    host: str | None
+    case_key: str
+    case: dict[str, Any]
+    base: float
+    head: float
+    ratio: float | None = Field(description="head / base of the medians")
+
+
+class ComparisonOut(_Out):
+    base: str
+    head: str
+    metric: str
+    unit: str | None
+    paired_on: str
+    cases: list[CompareCaseOut]
+    geomean: float | None
+    only_base: int
+    only_head: int
+
+
+class LabelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    label: str | None = Field(default=None, max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")

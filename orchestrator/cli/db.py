@@ -1,0 +1,23 @@
+"""``orch db upgrade``: bring the database at ``--db`` / ``$ORCH_DB_URL`` to the latest schema."""
+
+from __future__ import annotations
+
+import typer
+
+from orchestrator.cli import render
+from orchestrator.cli.context import app_context
+from orchestrator.store.repo import Store
+
+app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+
+
+@app.command("upgrade")
+def upgrade(ctx: typer.Context) -> None:
+    """Create or migrate the schema to the latest revision (safe to run repeatedly)."""
+    url = app_context(ctx).settings.db_url
+    store = Store.from_url(url)
+    try:
+        store.upgrade()
+        render.db_upgraded(url, store.schema_revision())
+    finally:
+        store.close()

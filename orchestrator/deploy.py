@@ -1,0 +1,201 @@
+"""``orch deploy``: push the agent and optionally an engine build, content-addressed by sha256.
+
+On the host (under the login user's home)::
+
+    ~/.orch/agent/<sha256>/agent.pyz        the agent zipapp; its sha256 is its version
+    ~/.orch/builds/<sha256>/                an engine build, unpacked; ``.complete`` marks it whole
+    ~/.orch/builds/current -> <sha256>      switched atomically (symlink renamed over the old one)
+
+A host that already has both costs one round trip (the ``ensure`` call of ``remote/deploy_helper.py``, which also
+switches ``current`` and prunes builds beyond ``keep``). Otherwise files go over SFTP to ``*.part`` names, are
+renamed into place, and are verified by sha256 on the host.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from orchestrator.agent_build import agent_pyz_bytes
+from orchestrator.errors import DeployError, UsageError
+from orchestrator.inventory import Host
+from orchestrator.remote import source
+from orchestrator.transport.base import Transport
+
+DEFAULT_KEEP_BUILDS = 3
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A local file to push: its path, sha256 (hex), size in bytes and a display name."""
+
+    path: Path
+    sha256: str
+    size_bytes: int
+    name: str
+
+
+@cache
+def agent_artifact() -> Artifact:
+    """This orch's agent.pyz, built reproducibly once per process into a private cache directory."""
+    data = agent_pyz_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "orch" / "agent" / sha
+    path = cache_dir / "agent.pyz"
+    if not path.is_file() or path.stat().st_size != len(data):
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".part")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return Artifact(path, sha, len(data), "agent.pyz")
+
+
+def pack_build(build: Path, out_dir: Path) -> Artifact:
+    """Turn an engine build (a directory, or a .tar.gz/.tgz file) into a content-addressed tarball.
+
+    A directory is packed reproducibly (sorted entries, mtime 0, uid/gid 0, modes kept so executables stay
+    executable), so the same tree always has the same sha256. A tarball is taken as it is.
+    Raises UsageError when the path is missing or of another kind.
+    """
+    if not build.exists():
+        raise UsageError(f"--build {build}: no such file or directory", "pass a build directory or a .tar.gz")
+    if build.is_file():
+        if not (build.name.endswith(".tar.gz") or build.name.endswith(".tgz")):
+            raise UsageError(f"--build {build}: not a directory or .tar.gz/.tgz", "pack the build with tar czf")
+        digest = hashlib.sha256()
+        with build.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+        return Artifact(build, digest.hexdigest(), build.stat().st_size, build.name)
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for root, dirs, files in os.walk(build):
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                full = Path(root) / name
+                arc = str(full.relative_to(build))
+                info = tf.gettarinfo(str(full), arcname=arc)
+                info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                if info.isfile():
+                    with full.open("rb") as f:
+                        tf.addfile(info, f)
+                else:
+                    tf.addfile(info)
+    gz = io.BytesIO()
+    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=6) as g:
+        g.write(raw.getvalue())
+    data = gz.getvalue()
+    sha = hashlib.sha256(data).hexdigest()
+    out = out_dir / f"{sha}.tar.gz"
+    out.write_bytes(data)
+    return Artifact(out, sha, len(data), build.name)
+
+
+@dataclass
+class HostDeploy:
+    """What deploy did on one host."""
+
+    host: str
+    agent_sha: str
+    agent: str  # present | uploaded
+    build_sha: str | None = None
+    build: str | None = None  # present | uploaded | None
+    switched: bool = False
+    pruned: list[str] = field(default_factory=list)
+    uploaded_bytes: int = 0
+    home: str = ""
+    python: str = ""
+
+    @property
+    def agent_path(self) -> str:
+        return f"{self.home}/.orch/agent/{self.agent_sha}/agent.pyz"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "agent_sha": self.agent_sha, "agent": self.agent, "build_sha": self.build_sha,
+                "build": self.build, "switched": self.switched, "pruned": self.pruned,
+                "uploaded_bytes": self.uploaded_bytes}
+
+
+def helper_python(host: Host) -> str:
+    """The interpreter for orch's own small scripts on the host: the configured one (or the local one)."""
+    if host.python:
+        return host.python
+    import sys
+
+    return sys.executable if host.connection == "local" else "python3"
+
+
+async def _helper(t: Transport, host: Host, args: Sequence[str], timeout_s: float = 120) -> dict[str, Any]:
+    res = await t.run([helper_python(host), "-c", source("deploy_helper"), *args], timeout_s=timeout_s, check=False)
+    try:
+        doc = json.loads(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else {}
+    except ValueError:
+        doc = {}
+    if res.exit_status != 0 or "error" in doc or not doc:
+        why = doc.get("error") or (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+        raise DeployError(host.name, f"deploy helper failed: {why}",
+                          "check that `python:` in the inventory names a working Python 3.8+ on the host")
+    return doc
+
+
+async def deploy_host(
+    t: Transport, host: Host, *, build: Artifact | None = None, keep: int = DEFAULT_KEEP_BUILDS
+) -> HostDeploy:
+    """Make the host hold this orch's agent (and ``build``, switched to ``current``). Raises DeployError."""
+    agent = agent_artifact()
+    args = ["ensure", "--agent-sha", agent.sha256, "--keep", str(keep)]
+    if build is not None:
+        args += ["--build-sha", build.sha256]
+    state = await _helper(t, host, args)
+    out = HostDeploy(host.name, agent.sha256, "present", home=state["home"], python=state.get("python", ""))
+    if state["agent"] != "present":
+        await t.put(agent.path, f".orch/agent/{agent.sha256}/agent.pyz")
+        out.agent, out.uploaded_bytes = "uploaded", agent.size_bytes
+        check = await _helper(t, host, ["ensure", "--agent-sha", agent.sha256])
+        if check["agent"] != "present":
+            raise DeployError(host.name, f"agent.pyz on the host does not hash to {agent.sha256[:12]} after upload",
+                              "the upload was corrupted; run orch deploy again")
+    if build is not None:
+        out.build_sha = build.sha256
+        if state.get("build") == "present":
+            out.build, out.switched, out.pruned = "present", bool(state.get("switched")), list(state.get("pruned", []))
+        else:
+            await t.put(build.path, f".orch/builds/{build.sha256}.tar.gz")
+            done = await _helper(t, host, ["install-build", "--build-sha", build.sha256, "--keep", str(keep)],
+                                 timeout_s=600)
+            out.build, out.switched, out.pruned = "uploaded", True, list(done.get("pruned", []))
+            out.uploaded_bytes += build.size_bytes
+    return out
+
+
+@dataclass
+class DeployPlan:
+    build: Artifact | None
+    tmpdir: Path | None
+
+    def cleanup(self) -> None:
+        if self.tmpdir is not None:
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
+
+
+def plan(build_path: Path | None) -> DeployPlan:
+    """Pack the build once for all hosts (a temporary directory, removed by ``cleanup``)."""
+    if build_path is None:
+        return DeployPlan(None, None)
+    tmp = Path(tempfile.mkdtemp(prefix="orch-build-"))
+    try:
+        return DeployPlan(pack_build(build_path, tmp), tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -1,0 +1,481 @@
+"""Run a suite on hosts: deploy-check, start the detached agents, follow their events, hand them to the store.
+
+Per host (all hosts in parallel, a failed host is a value):
+
+1. connect; ``deploy_host`` (one round trip when the agent is already there); ``agent facts``;
+2. resolve the suite's spec for that host (CUDA or not picks the default preset); check torch imports;
+3. ``agent start`` (detached on the host: it survives SSH dropping) and ``agent follow --from SEQ``;
+4. every line → ``protocol.parse_line`` → results enriched with roofline figures → ``Store.ingest`` (idempotent on
+   (run, host, seq)); a dropped connection reconnects with backoff and follows from the last ingested seq;
+5. at ``done``: host status, plateau, and the run's status (completed / partial / failed / cancelled).
+
+Ctrl-C (task cancellation) and ``orch cancel RUN_ID`` stop the remote process groups (``agent cancel``) and mark
+the run cancelled, keeping what was ingested. ``resume`` reattaches to a run's hosts from their last seq.
+
+Store calls go through one worker thread (:class:`StoreWriter`): one writer, so SQLite never reports "database is
+locked" to the runner while the API reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import json
+import random
+import socket
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from orchestrator.analysis.enrich import enrich_result
+from orchestrator.analysis.gpus import GpuSpec, match_gpu
+from orchestrator.analysis.plateau import plateau_start
+from orchestrator.deploy import HostDeploy, deploy_host, helper_python
+from orchestrator.errors import (
+    CommandTimeout,
+    ConnectError,
+    HostError,
+    OrchError,
+    RemoteCommandError,
+    SuiteError,
+)
+from orchestrator.facts import host_facts_summary
+from orchestrator.fanout import fanout
+from orchestrator.inventory import Host, Inventory
+from orchestrator.protocol import Event, parse_line
+from orchestrator.store.repo import Store
+from orchestrator.suites.registry import RunSpec, get_suite, resolve
+from orchestrator.transport import open_transport
+from orchestrator.transport.base import Transport
+
+T = TypeVar("T")
+
+BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
+RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
+AGENT_EXIT_DEAD = 3
+
+
+class Observer(Protocol):
+    """Progress callbacks (the CLI draws them; tests may record them). Called from the event loop."""
+
+    def host_state(self, host: str, state: str, detail: str = "") -> None: ...
+
+    def case_progress(self, host: str, done: int, total: int | None, case: dict[str, Any] | None) -> None: ...
+
+
+class NullObserver:
+    def host_state(self, host: str, state: str, detail: str = "") -> None:
+        return None
+
+    def case_progress(self, host: str, done: int, total: int | None, case: dict[str, Any] | None) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``orch run`` was asked. ``sets`` are raw ``--set KEY=VALUE`` strings."""
+
+    suite: str
+    selector: str | None
+    sets: dict[str, str] = field(default_factory=dict)
+    preset: str | None = None
+    repeat: int | None = None
+    label: str | None = None
+    seed: int | None = None
+    timeout_s: float = 10.0
+    concurrency: int = 64
+
+
+@dataclass
+class HostOutcome:
+    host: str
+    status: str  # completed | partial | failed | cancelled
+    results: int = 0
+    errors: int = 0
+    error: str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "status": self.status, "results": self.results, "errors": self.errors,
+                "error": self.error}
+
+
+@dataclass
+class RunOutcome:
+    run_id: str
+    suite: str
+    status: str
+    hosts: list[HostOutcome]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "suite": self.suite, "status": self.status,
+                "hosts": [h.to_dict() for h in self.hosts]}
+
+
+class StoreWriter:
+    """Runs every store call on one thread, in order: the orchestrator's single writer."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="orch-store")
+
+    async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, lambda: fn(*args, **kwargs))
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def validate_request(req: RunRequest) -> None:
+    """Reject an unknown suite, preset or parameter before anything starts (for CPU and CUDA hosts alike)."""
+    get_suite(req.suite)
+    errors: list[SuiteError] = []
+    for cuda in (False, True):
+        try:
+            resolve(req.suite, req.sets, preset=req.preset, repeat=req.repeat, cuda=cuda, run_id="check",
+                    seed=req.seed)
+        except SuiteError as exc:
+            errors.append(exc)
+    if len(errors) == 2:  # invalid whatever the host: a real input error
+        raise errors[0]
+    for problem in errors:  # valid only on one kind of host (device=cuda): said per host when it runs
+        if "device=cuda" not in problem.message:
+            raise problem
+
+
+def run_status(outcomes: Sequence[HostOutcome]) -> str:
+    """completed: every host completed; cancelled: any cancelled; failed: none produced results; else partial."""
+    if any(o.status == "cancelled" for o in outcomes):
+        return "cancelled"
+    if all(o.status == "completed" for o in outcomes):
+        return "completed"
+    if all(o.status == "failed" and o.results == 0 for o in outcomes):
+        return "failed"
+    return "partial"
+
+
+def agent_argv(host: Host, dep: HostDeploy) -> list[str]:
+    return [helper_python(host), dep.agent_path]
+
+
+async def agent_json(t: Transport, argv: list[str], *, timeout_s: float = 120) -> dict[str, Any]:
+    res = await t.run(argv, timeout_s=timeout_s, check=False)
+    try:
+        doc = json.loads(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else {}
+    except ValueError:
+        doc = {}
+    if res.exit_status != 0 or not isinstance(doc, dict) or not doc:
+        why = (doc.get("error") if isinstance(doc, dict) else None) or (
+            res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+        raise RemoteCommandError(t.host, argv[1:3], res.exit_status, str(why))
+    return doc
+
+
+class _HostRun:
+    """One host's part of a run."""
+
+    def __init__(self, runner: Runner, host: Host) -> None:
+        self.r = runner
+        self.host = host
+        self.t: Transport | None = None
+        self.dep: HostDeploy | None = None
+        self.gpu: GpuSpec | None = None
+        self.results = 0
+        self.errors = 0
+        self.total: int | None = None
+        self.started = False
+        self.m_times: list[tuple[int, float]] = []
+
+    async def connect(self) -> Transport:
+        if self.t is None:
+            self.t = await open_transport(self.host, timeout_s=self.r.req.timeout_s)
+        return self.t
+
+    async def drop(self) -> None:
+        if self.t is not None:
+            t, self.t = self.t, None
+            try:
+                await t.close()
+            except Exception:  # noqa: BLE001 - the connection is already gone
+                pass
+
+    async def prepare(self) -> tuple[RunSpec, dict[str, Any]]:
+        obs, name = self.r.observer, self.host.name
+        obs.host_state(name, "connecting")
+        t = await self.connect()
+        obs.host_state(name, "deploying")
+        self.dep = await deploy_host(t, self.host)
+        facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts"])
+        summary = host_facts_summary(facts)
+        torch = facts.get("torch") or {}
+        spec = resolve(self.r.req.suite, self.r.req.sets, preset=self.r.req.preset, repeat=self.r.req.repeat,
+                       cuda=bool(torch.get("cuda_available")), run_id=self.r.run_id, seed=self.r.req.seed)
+        if spec["bench"] in BENCHES_NEEDING_TORCH and not torch.get("ok"):
+            python = helper_python(self.host)
+            raise HostError(
+                name, f"{python} cannot import torch: {torch.get('error') or 'import failed'}",
+                f"set `python:` for {name} in the inventory to the interpreter that has torch "
+                "(e.g. python: /opt/torch/.venv/bin/python3)",
+            )
+        override = self.host.gpu.model_dump(exclude_none=True) if self.host.gpu else None
+        if summary.get("gpu_name") and spec["device"] == "cuda":
+            self.gpu = match_gpu(str(summary["gpu_name"]), override)
+        elif override and override.get("peak_mem_gbps") and spec["device"] == "cuda":
+            self.gpu = match_gpu("custom", override)
+        return spec, summary
+
+    def enrich(self, ev: Event) -> Event:
+        """Add the roofline figures to a result (the measured-roof % is computed by the store at query time)."""
+        if ev.type != "result" or ev.case is None:
+            return ev
+        try:
+            metrics = ev.metrics()
+        except ValueError as exc:
+            return Event(seq=ev.seq, type="error", ts=ev.ts,
+                         data={"message": f"bad result line: {exc}", "case": ev.case, "kind": "protocol"})
+        enriched = enrich_result(self.r.req.suite, ev.case, metrics, self.gpu)
+        m = ev.case.get("M")
+        if isinstance(m, int) and "time_ms" in enriched:
+            self.m_times.append((m, enriched["time_ms"].value))
+        data = dict(ev.data)
+        data["metrics"] = {k: v.to_dict() for k, v in enriched.items()}
+        if self.gpu is not None:
+            data.setdefault("info", {})
+            if isinstance(data["info"], dict):
+                data["info"] = {**data["info"], "gpu_spec": self.gpu.key,
+                                "peak_mem_gbps": self.gpu.mem_bw_gbps}
+        return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+
+    async def follow(self, from_seq: int) -> str:
+        """Follow the spool from ``from_seq`` until ``done``; reconnect on drops. Returns the done status."""
+        assert self.dep is not None
+        name, w = self.host.name, self.r.writer
+        next_seq = from_seq
+        attempt = 0
+        while True:
+            try:
+                t = await self.connect()
+                argv = [*agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq)]
+                async for line in t.stream(argv):
+                    ev = self.enrich(parse_line(line, expected_seq=next_seq))
+                    next_seq += 1
+                    attempt = 0
+                    await w.call(self.r.store.ingest, self.r.run_id, name, [ev])
+                    status = self.observe(ev)
+                    if status is not None:
+                        return status
+                raise ConnectError(name, "closed", "agent follow ended without a done event")
+            except RemoteCommandError as exc:
+                if exc.exit_status == AGENT_EXIT_DEAD:
+                    raise HostError(name, "the agent worker exited without finishing "
+                                    f"(see ~/.orch/runs/{self.r.run_id}/ on the host)",
+                                    "rerun the suite; check the host's memory and dmesg") from None
+                if exc.exit_status is not None:
+                    raise
+                err: OrchError = exc
+            except (ConnectError, CommandTimeout) as exc:
+                err = exc
+            await self.drop()
+            if attempt >= len(RECONNECT_BACKOFF_S):
+                raise HostError(name, f"lost the connection and could not reattach: {err.message}",
+                                f"the run goes on on the host; collect it later with orch run --resume {self.r.run_id}")
+            delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
+            attempt += 1
+            self.r.observer.host_state(name, "reconnecting", f"{err.message}; retry {attempt} in {delay:.1f} s")
+            await asyncio.sleep(delay)
+            next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
+
+    def observe(self, ev: Event) -> str | None:
+        obs, name = self.r.observer, self.host.name
+        if ev.type == "hello":
+            total = ev.data.get("cases_total")
+            self.total = total if isinstance(total, int) else self.total
+            obs.host_state(name, "running")
+            obs.case_progress(name, self.results + self.errors, self.total, None)
+        elif ev.type == "case_start":
+            obs.case_progress(name, self.results + self.errors, self.total, ev.case)
+        elif ev.type == "result":
+            self.results += 1
+            obs.case_progress(name, self.results + self.errors, self.total, ev.case)
+        elif ev.type == "error":
+            if ev.case is not None:
+                self.errors += 1
+                obs.case_progress(name, self.results + self.errors, self.total, ev.case)
+            obs.host_state(name, "error", str(ev.data.get("message", ""))[:200])
+        elif ev.type == "done":
+            return str(ev.data.get("status", "completed"))
+        return None
+
+    async def finish(self, done_status: str) -> HostOutcome:
+        name = self.host.name
+        if done_status == "cancelled":
+            status = "cancelled"
+        elif done_status == "failed" or (self.results == 0 and self.errors > 0):
+            status = "failed"
+        else:
+            status = "partial" if self.errors else "completed"
+        info: dict[str, Any] = {}
+        if self.m_times:
+            p = plateau_start(self.m_times)
+            info["plateau"] = {"m": p, "metric": "time_ms", "tol": 0.10}
+        if info:
+            await self.r.writer.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
+        err = f"{self.errors} case(s) failed" if self.errors else None
+        await self.r.writer.call(self.r.store.finish_host_run, self.r.run_id, name, status, err)
+        self.r.observer.host_state(name, status, err or "")
+        return HostOutcome(name, status, self.results, self.errors, err)
+
+    async def cancel_remote(self) -> None:
+        if self.dep is None or not self.started:
+            return
+        t = await open_transport(self.host, timeout_s=self.r.req.timeout_s)
+        try:
+            await agent_json(t, [*agent_argv(self.host, self.dep), "cancel", self.r.run_id], timeout_s=30)
+        finally:
+            await t.close()
+
+
+class Runner:
+    def __init__(self, inventory: Inventory, store: Store, req: RunRequest, observer: Observer | None = None) -> None:
+        self.inventory = inventory
+        self.store = store
+        self.req = req
+        self.observer: Observer = observer or NullObserver()
+        self.writer = StoreWriter(store)
+        self.run_id = ""
+
+    async def run(self) -> RunOutcome:
+        """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
+        validate_request(self.req)
+        hosts = self.inventory.select(self.req.selector)
+        params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed}
+        for h in hosts:
+            await self.writer.call(self.store.upsert_host, h.name, address=h.address, group=h.group,
+                                   labels=dict(h.labels))
+        self.run_id = await self.writer.call(
+            self.store.create_run, suite=self.req.suite, params=params, preset=self.req.preset,
+            label=self.req.label, hosts=[h.name for h in hosts], started_by=f"{getpass.getuser()}@{socket.gethostname()}",
+            started_on=socket.gethostname(),
+        )
+        return await self._drive(hosts, resume=False)
+
+    async def resume(self, run_id: str) -> RunOutcome:
+        """Reattach to an unfinished run: follow each unfinished host from its last ingested seq."""
+        detail = await self.writer.call(self.store.get_run, run_id)
+        self.run_id = detail.id
+        params = detail.params or {}
+        self.req = RunRequest(suite=detail.suite, selector=",".join(detail.hosts), sets=dict(params.get("sets") or {}),
+                              preset=detail.preset, repeat=params.get("repeat"), label=detail.label,
+                              seed=params.get("seed"), timeout_s=self.req.timeout_s, concurrency=self.req.concurrency)
+        hosts = [self.inventory.host(h) for h in detail.hosts]
+        return await self._drive(hosts, resume=True)
+
+    async def _drive(self, hosts: list[Host], *, resume: bool) -> RunOutcome:
+        runs = {h.name: _HostRun(self, h) for h in hosts}
+        states = {s.host: s for s in await self.writer.call(self.store.host_run_states, self.run_id)}
+
+        async def one(host: Host) -> HostOutcome:
+            hr = runs[host.name]
+            st = states.get(host.name)
+            if resume and st is not None and st.status in ("completed", "partial", "failed", "cancelled"):
+                return HostOutcome(host.name, st.status)
+            try:
+                return await self._host(hr, resume=resume)
+            except OrchError as exc:
+                msg = exc.message.removeprefix(f"{host.name}: ")
+                await self.writer.call(self.store.finish_host_run, self.run_id, host.name, "failed", msg)
+                self.observer.host_state(host.name, "failed", msg)
+                return HostOutcome(host.name, "failed", hr.results, hr.errors, msg, exc.hint or None)
+            finally:
+                await hr.drop()
+
+        try:
+            outcomes = await fanout(hosts, one, concurrency=self.req.concurrency)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel_all(list(runs.values())))
+            raise
+        results = []
+        for o in outcomes:
+            if o.value is not None:
+                results.append(o.value)
+            else:
+                msg = o.error.message if o.error else "unknown failure"
+                await self.writer.call(self.store.finish_host_run, self.run_id, o.host.name, "failed", msg)
+                results.append(HostOutcome(o.host.name, "failed", error=msg))
+        status = run_status(results)
+        await self.writer.call(self.store.finish_run, self.run_id, status)
+        self.writer.close()
+        return RunOutcome(self.run_id, self.req.suite, status, results)
+
+    async def _host(self, hr: _HostRun, *, resume: bool) -> HostOutcome:
+        name = hr.host.name
+        spec, summary = await hr.prepare()
+        assert hr.dep is not None and hr.t is not None
+        agent = agent_argv(hr.host, hr.dep)
+        from_seq = 0
+        if resume:
+            status = await agent_json(hr.t, [*agent, "status", self.run_id])
+            from_seq = await self.writer.call(self.store.last_seq, self.run_id, name) + 1
+            if status.get("state") != "unknown":
+                hr.started = True
+                return await hr.finish(await self._follow_counted(hr, from_seq))
+        await self.writer.call(self.store.start_host_run, self.run_id, name, facts=summary,
+                               agent_version=hr.dep.agent_sha, build_sha=None)
+        await self.writer.call(self.store.set_host_run_info, self.run_id, name,
+                               {"spec": dict(spec), "preset": spec.get("preset"),
+                                "gpu_spec": hr.gpu.key if hr.gpu else None})
+        await agent_json(hr.t, [*agent, "start", "--spec-json", json.dumps(dict(spec))])
+        hr.started = True
+        self.observer.host_state(name, "started")
+        return await hr.finish(await self._follow_counted(hr, from_seq))
+
+    async def _follow_counted(self, hr: _HostRun, from_seq: int) -> str:
+        if from_seq > 0:
+            detail = await self.writer.call(self.store.get_run, self.run_id)
+            rec = detail.host_run(hr.host.name)
+            if rec is not None:
+                hr.results, hr.errors, hr.total = rec.results, rec.errors, rec.cases_total
+        return await hr.follow(from_seq)
+
+    async def _cancel_all(self, runs: list[_HostRun]) -> None:
+        async def one(hr: _HostRun) -> None:
+            try:
+                await asyncio.wait_for(hr.cancel_remote(), 40)
+            except (OrchError, asyncio.TimeoutError, TimeoutError):
+                pass
+            await self.writer.call(self.store.finish_host_run, self.run_id, hr.host.name, "cancelled",
+                                   "cancelled by the user")
+
+        await asyncio.gather(*(one(hr) for hr in runs))
+        await self.writer.call(self.store.finish_run, self.run_id, "cancelled")
+        self.writer.close()
+
+
+async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0) -> RunOutcome:
+    """``orch cancel RUN_ID``: stop the agents of every host of the run and mark it cancelled."""
+    detail = store.get_run(store.resolve_run_id(run_id))
+
+    async def one(host: Host) -> HostOutcome:
+        t = await open_transport(host, timeout_s=timeout_s)
+        try:
+            dep = await deploy_host(t, host)
+            await agent_json(t, [*agent_argv(host, dep), "cancel", detail.id], timeout_s=30)
+        finally:
+            await t.close()
+        return HostOutcome(host.name, "cancelled")
+
+    hosts = [inventory.host(h) for h in detail.hosts]
+    outs = await fanout(hosts, one, deadline_s=timeout_s * 6)
+    res = []
+    for o in outs:
+        rec = detail.host_run(o.host.name)
+        final = rec is not None and rec.status in ("completed", "partial", "failed")
+        if not final:
+            store.finish_host_run(detail.id, o.host.name, "cancelled",
+                                  None if o.ok else f"cancel failed: {o.error.message if o.error else '?'}")
+        res.append(o.value or HostOutcome(o.host.name, "failed", error=o.error.message if o.error else None))
+    store.finish_run(detail.id, "cancelled")
+    return RunOutcome(detail.id, detail.suite, "cancelled", res)
+

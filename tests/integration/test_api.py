@@ -1,0 +1,237 @@
+"""The results API through a real uvicorn server on a free port, with httpx; on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+import uvicorn
+from pydantic import SecretStr
+
+from orchestrator.api.app import create_app
+from orchestrator.api.security import check_listen_policy, token_problem
+from orchestrator.errors import ConfigError
+from orchestrator.settings import Settings
+from orchestrator.store.repo import Store
+from tests.integration.conftest import hello, result_event
+
+WRITE_TOKEN = "w" * 8 + "-0123456789abcdef"
+READ_TOKEN = "r" * 8 + "-0123456789abcdef"
+
+
+@dataclass
+class Api:
+    url: str
+    store: Store
+    runs: dict[str, str]
+
+    def client(self, token: str | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def serve() -> Iterator[object]:
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+
+    def start(settings: Settings, store: Store) -> str:
+        port = _free_port()
+        config = uvicorn.Config(create_app(settings, store), host="127.0.0.1", port=port, log_level="warning")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 20
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        servers.append((server, thread))
+        return f"http://127.0.0.1:{port}"
+
+    yield start
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def seed(store: Store) -> dict[str, str]:
+    ids: dict[str, str] = {}
+    for name, suite, hosts, scale in (
+        ("hbm", "hbm-bandwidth", ["h1"], 1.0),
+        ("base", "moe-sweep", ["h1", "h2"], 2.0),
+        ("head", "moe-sweep", ["h1", "h2"], 1.0),
+    ):
+        rid = store.create_run(suite=suite, params={"E": 8}, preset="tiny", label=name, hosts=hosts,
+                               started_by="t@box", started_on="box")  # fmt: skip
+        for h in hosts:
+            store.start_host_run(
+                rid, h, facts={"gpus": [{"name": "NVIDIA H200"}]}, agent_version="v", build_sha=None
+            )
+            gbps = 4000.0 if suite == "hbm-bandwidth" else 3000.0
+            store.ingest(
+                rid, h, [hello(0)] + [result_event(i, 2**i, scale * i, gbps=gbps) for i in range(1, 5)]
+            )
+            store.finish_host_run(rid, h, "completed")
+        store.finish_run(rid, "completed")
+        ids[name] = rid
+    return ids
+
+
+@pytest.fixture
+def api(store: Store, serve: object) -> Api:
+    ids = seed(store)
+    settings = Settings(api_token=SecretStr(WRITE_TOKEN), cors_origins="https://dash.example")
+    return Api(serve(settings, store), store, ids)  # type: ignore[operator]
+
+
+def test_health_hosts_and_dashboard(api: Api) -> None:
+    with api.client() as c:
+        health = c.get("/healthz").json()
+        assert (
+            health["status"] == "ok" and health["database"] == api.store.dialect and health["schema_revision"]
+        )
+        assert [h["name"] for h in c.get("/api/v1/hosts").json()] == ["h1", "h2"]
+        page = c.get("/")
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        assert "/api/v1/series" in page.text and "<svg" in page.text.lower() or "createElementNS" in page.text
+        assert c.get("/openapi.json").status_code == 200
+
+
+def test_runs_list_filters_and_pagination(api: Api) -> None:
+    with api.client() as c:
+        body = c.get("/api/v1/runs").json()
+        assert body["total"] == 3 and [r["label"] for r in body["items"]] == ["head", "base", "hbm"]
+        body = c.get("/api/v1/runs", params={"suite": "moe-sweep", "limit": 1, "offset": 1}).json()
+        assert body["total"] == 2 and [r["label"] for r in body["items"]] == ["base"]
+        assert c.get("/api/v1/runs", params={"host": "h2"}).json()["total"] == 2
+        assert c.get("/api/v1/runs", params={"label": "hbm", "status": "completed"}).json()["total"] == 1
+        assert c.get("/api/v1/runs", params={"since": "2999-01-01T00:00:00"}).json()["total"] == 0
+        assert c.get("/api/v1/runs", params={"until": "2999-01-01T00:00:00+02:00"}).json()["total"] == 3
+
+
+def test_run_detail_results_and_roof(api: Api) -> None:
+    with api.client() as c:
+        run = c.get(f"/api/v1/runs/{api.runs['head']}").json()
+        assert [h["host"] for h in run["host_runs"]] == ["h1", "h2"] and run["results"] == 8
+        assert (
+            run["host_runs"][0]["measured_roof_gbps"] == 4000.0
+            and run["host_runs"][1]["measured_roof_gbps"] is None
+        )
+        res = c.get(f"/api/v1/runs/{api.runs['head']}/results", params={"host": "h1"}).json()
+        assert res["total"] == 4 and res["items"][0]["pct_of_measured_roof"] == pytest.approx(75.0)
+        assert res["items"][0]["metrics"]["time_ms"]["unit"] == "ms"
+        assert res["items"][0]["metrics"]["time_ms"]["samples"] is None
+        res = c.get(f"/api/v1/runs/{api.runs['head']}/results", params={"samples": True, "limit": 1}).json()
+        assert len(res["items"]) == 1 and len(res["items"][0]["metrics"]["time_ms"]["samples"]) == 3
+
+
+def test_series_and_compare(api: Api) -> None:
+    with api.client() as c:
+        s = c.get("/api/v1/series", params={"suite": "moe-sweep", "metric": "time_ms", "x": "M"}).json()
+        assert [(ln["host"], ln["run_id"]) for ln in s["lines"]] == [
+            ("h1", api.runs["head"]),
+            ("h2", api.runs["head"]),
+        ]
+        assert [(p["x"], p["y"]) for p in s["lines"][0]["points"]] == [(2, 1), (4, 2), (8, 3), (16, 4)]
+        s = c.get("/api/v1/series", params={"suite": "moe-sweep", "group_by": "run", "host": "h1"}).json()
+        assert [ln["run_id"] for ln in s["lines"]] == [api.runs["head"], api.runs["base"]]
+        cmp = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"]}).json()
+        assert cmp["metric"] == "time_ms" and cmp["geomean"] == pytest.approx(0.5) and len(cmp["cases"]) == 8
+        g = c.get(
+            "/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "gbps"}
+        )
+        assert g.json()["geomean"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "code"),
+    [
+        ("/api/v1/runs/not-a-uuid", {}, 422),
+        ("/api/v1/runs/0190a8b2-0000-7000-8000-000000000000", {}, 404),
+        ("/api/v1/runs/0190a8b2-0000-7000-8000-000000000000/results", {}, 404),
+        ("/api/v1/runs", {"limit": 0}, 422),
+        ("/api/v1/runs", {"limit": 100000}, 422),
+        ("/api/v1/runs", {"since": "yesterday"}, 422),
+        ("/api/v1/runs", {"since": "0001-01-01T00:00:00+05:00"}, 422),
+        ("/api/v1/runs", {"status": "exploded"}, 422),
+        ("/api/v1/runs", {"suite": "a\x00b"}, 422),
+        ("/api/v1/series", {}, 422),
+        ("/api/v1/series", {"suite": "moe-sweep", "metric": "x'); drop table runs;--"}, 422),
+        ("/api/v1/compare", {"base": "x", "head": "y"}, 422),
+        ("/api/v1/compare", {"base": "0190a8b2-0000-7000-8000-000000000000",
+                             "head": "0190a8b2-0000-7000-8000-000000000001"}, 404),
+    ],
+)  # fmt: skip
+def test_bad_input_is_4xx_with_detail(api: Api, path: str, params: dict[str, object], code: int) -> None:
+    with api.client() as c:
+        r = c.get(path, params=params)
+        assert r.status_code == code, r.text
+        assert "detail" in r.json()
+
+
+def test_compare_unknown_metric_is_404(api: Api) -> None:
+    with api.client() as c:
+        r = c.get(
+            "/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "nope"}
+        )
+        assert r.status_code == 404 and "nope" in r.json()["detail"]
+
+
+def test_writes_need_the_token(api: Api) -> None:
+    rid = api.runs["base"]
+    with api.client() as anon, api.client("wrong-token-wrong-token") as wrong, api.client(WRITE_TOKEN) as ok:
+        assert anon.delete(f"/api/v1/runs/{rid}").status_code == 401
+        assert wrong.delete(f"/api/v1/runs/{rid}").status_code == 401
+        assert wrong.post(f"/api/v1/runs/{rid}/label", json={"label": "x"}).status_code == 401
+        r = ok.post(f"/api/v1/runs/{rid}/label", json={"label": "renamed"})
+        assert r.status_code == 200 and r.json()["label"] == "renamed"
+        assert ok.post(f"/api/v1/runs/{rid}/label", json={"label": 5}).status_code == 422
+        assert ok.delete(f"/api/v1/runs/{rid}").status_code == 204
+        assert ok.delete(f"/api/v1/runs/{rid}").status_code == 404
+        assert anon.get(f"/api/v1/runs/{rid}").status_code == 404
+
+
+def test_writes_disabled_without_token_and_read_token(store: Store, serve: object) -> None:
+    seed(store)
+    url = serve(Settings(), store)  # type: ignore[operator]
+    with httpx.Client(base_url=url) as c:
+        assert c.delete("/api/v1/runs/0190a8b2-0000-7000-8000-000000000000").status_code == 403
+    url = serve(Settings(api_token=SecretStr(WRITE_TOKEN), api_read_token=SecretStr(READ_TOKEN)), store)  # type: ignore[operator]
+    with httpx.Client(base_url=url) as c:
+        assert c.get("/api/v1/runs").status_code == 401
+        assert c.get("/api/v1/runs", headers={"Authorization": f"Bearer {READ_TOKEN}"}).status_code == 200
+        assert c.get("/api/v1/runs", headers={"Authorization": f"Bearer {WRITE_TOKEN}"}).status_code == 200
+        assert c.get("/healthz").status_code == 200
+
+
+def test_cors(api: Api) -> None:
+    with api.client() as c:
+        r = c.options(
+            "/api/v1/runs",
+            headers={"Origin": "https://dash.example", "Access-Control-Request-Method": "GET"},
+        )
+        assert r.headers.get("access-control-allow-origin") == "https://dash.example"
+        r = c.get("/api/v1/runs", headers={"Origin": "https://evil.example"})
+        assert "access-control-allow-origin" not in r.headers
+
+
+@pytest.mark.parametrize("token", [None, "", "changeme", "token", "short-token", "x" * 32])
+def test_serve_refuses_placeholder_tokens_beyond_loopback(token: str | None) -> None:
+    secret = SecretStr(token) if token is not None else None
+    check_listen_policy("127.0.0.1", secret)
+    check_listen_policy("::1", secret)
+    check_listen_policy("localhost", secret)
+    with pytest.raises(ConfigError):
+        check_listen_policy("0.0.0.0", secret)
+    assert token_problem(SecretStr("8f3c2a9b1d7e4f60a5b3c9d2e1f0a7b6")) is None
