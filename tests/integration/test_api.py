@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import httpx
 import pytest
-import uvicorn
 from pydantic import SecretStr
 
-from orchestrator.api.app import create_app
 from orchestrator.api.security import check_listen_policy, token_problem
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
 from orchestrator.store.repo import Store
-from tests.integration.conftest import hello, result_event
+from tests.integration.conftest import WRITE_TOKEN, seed
 
-WRITE_TOKEN = "w" * 8 + "-0123456789abcdef"
 READ_TOKEN = "r" * 8 + "-0123456789abcdef"
 
 
@@ -35,64 +29,11 @@ class Api:
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
-def serve() -> Iterator[object]:
-    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
-
-    def start(settings: Settings, store: Store) -> str:
-        port = _free_port()
-        config = uvicorn.Config(create_app(settings, store), host="127.0.0.1", port=port, log_level="warning")
-        server = uvicorn.Server(config)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        deadline = time.monotonic() + 20
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.02)
-        servers.append((server, thread))
-        return f"http://127.0.0.1:{port}"
-
-    yield start
-    for server, thread in servers:
-        server.should_exit = True
-        thread.join(timeout=10)
-
-
-def seed(store: Store) -> dict[str, str]:
-    ids: dict[str, str] = {}
-    for name, suite, hosts, scale in (
-        ("hbm", "hbm-bandwidth", ["h1"], 1.0),
-        ("base", "moe-sweep", ["h1", "h2"], 2.0),
-        ("head", "moe-sweep", ["h1", "h2"], 1.0),
-    ):
-        rid = store.create_run(suite=suite, params={"E": 8}, preset="tiny", label=name, hosts=hosts,
-                               started_by="t@box", started_on="box")  # fmt: skip
-        for h in hosts:
-            store.start_host_run(
-                rid, h, facts={"gpus": [{"name": "NVIDIA H200"}]}, agent_version="v", build_sha=None
-            )
-            gbps = 4000.0 if suite == "hbm-bandwidth" else 3000.0
-            store.ingest(
-                rid, h, [hello(0)] + [result_event(i, 2**i, scale * i, gbps=gbps) for i in range(1, 5)]
-            )
-            store.finish_host_run(rid, h, "completed")
-        store.finish_run(rid, "completed")
-        ids[name] = rid
-    return ids
-
-
-@pytest.fixture
-def api(store: Store, serve: object) -> Api:
+def api(store: Store, serve: Callable[[Settings, Store], str]) -> Api:
     ids = seed(store)
     settings = Settings(api_token=SecretStr(WRITE_TOKEN), cors_origins="https://dash.example")
-    return Api(serve(settings, store), store, ids)  # type: ignore[operator]
+    return Api(serve(settings, store), store, ids)
 
 
 def test_health_hosts_and_dashboard(api: Api) -> None:
@@ -202,12 +143,14 @@ def test_writes_need_the_token(api: Api) -> None:
         assert anon.get(f"/api/v1/runs/{rid}").status_code == 404
 
 
-def test_writes_disabled_without_token_and_read_token(store: Store, serve: object) -> None:
+def test_writes_disabled_without_token_and_read_token(
+    store: Store, serve: Callable[[Settings, Store], str]
+) -> None:
     seed(store)
-    url = serve(Settings(), store)  # type: ignore[operator]
+    url = serve(Settings(), store)
     with httpx.Client(base_url=url) as c:
         assert c.delete("/api/v1/runs/0190a8b2-0000-7000-8000-000000000000").status_code == 403
-    url = serve(Settings(api_token=SecretStr(WRITE_TOKEN), api_read_token=SecretStr(READ_TOKEN)), store)  # type: ignore[operator]
+    url = serve(Settings(api_token=SecretStr(WRITE_TOKEN), api_read_token=SecretStr(READ_TOKEN)), store)
     with httpx.Client(base_url=url) as c:
         assert c.get("/api/v1/runs").status_code == 401
         assert c.get("/api/v1/runs", headers={"Authorization": f"Bearer {READ_TOKEN}"}).status_code == 200
