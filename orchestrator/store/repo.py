@@ -679,22 +679,22 @@ class Store:
             _json_num(Result.metrics, roof.ROOF_METRIC, "median"),
             _json_num(Result.metrics, roof.ROOF_METRIC, "value"),
         )
-        rows = s.execute(
-            select(Result.host, Result.run_id, g.label("gbps"))
-            .join(RunRow, RunRow.id == Result.run_id)
-            .where(
-                RunRow.suite == roof.ROOF_SUITE,
-                Result.host.in_(list(hosts)),
-                Result.status == "ok",
-                g.is_not(None),
-            )
-            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
-        ).all()
         latest: dict[str, str] = {}
+        for rid, host in s.execute(
+            select(HostRun.run_id, HostRun.host)
+            .join(RunRow, RunRow.id == HostRun.run_id)
+            .where(RunRow.suite == roof.ROOF_SUITE, HostRun.host.in_(list(hosts)), HostRun.results > 0)
+            .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+        ):
+            latest.setdefault(host, rid)
+        if not latest:
+            return {}
+        pairs = [and_(Result.run_id == rid, Result.host == host) for host, rid in latest.items()]
         figures: dict[str, list[float]] = defaultdict(list)
-        for host, rid, gbps in rows:
-            if latest.setdefault(host, rid) == rid:
-                figures[host].append(float(gbps))
+        for host, gbps in s.execute(
+            select(Result.host, g).where(or_(*pairs), Result.status == "ok", g.is_not(None))
+        ):
+            figures[host].append(float(gbps))
         out = {h: roof.measured_roof_gbps(v) for h, v in figures.items()}
         return {h: v for h, v in out.items() if v is not None}
 

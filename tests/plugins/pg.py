@@ -24,6 +24,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,12 +72,19 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"PostgreSQL not available: {reason}")
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
+class PgUnavailable(RuntimeError):
+    pass
+
+
+@contextmanager
+def running_postgres() -> Iterator[PgServer]:
+    """A throwaway PostgreSQL cluster for the duration of the block (also used by bench/api.py).
+
+    Raises PgUnavailable with the reason when it cannot start.
+    """
     bindir = _bindir()
     if bindir is None or not (bindir / "initdb").exists():
-        _unavailable("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")
-        raise AssertionError("unreachable")
+        raise PgUnavailable("no /usr/lib/postgresql/*/bin/initdb (apt-get install postgresql)")
     prefix: list[str] = []
     root = tempfile.mkdtemp(prefix="orch-pg-")
     if os.geteuid() == 0:
@@ -84,76 +92,52 @@ def pg_server() -> Iterator[PgServer]:
 
         try:
             pw = pwd.getpwnam("postgres")
-        except KeyError:
-            _unavailable("running as root and there is no 'postgres' user to run initdb as")
-            raise
+        except KeyError as exc:
+            raise PgUnavailable("running as root and there is no 'postgres' user to run initdb as") from exc
         os.chown(root, pw.pw_uid, pw.pw_gid)
         prefix = ["runuser", "-u", "postgres", "--"]
     data = os.path.join(root, "data")
     port = _free_port()
     log = os.path.join(root, "postgres.log")
+    proc: subprocess.Popen[bytes] | None = None
     try:
         init = subprocess.run(
-            [
-                *prefix,
-                str(bindir / "initdb"),
-                "-D",
-                data,
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "-E",
-                "UTF8",
-                "--no-sync",
-                "--no-locale",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+            [*prefix, str(bindir / "initdb"), "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8",
+             "--no-sync", "--no-locale"],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
         if init.returncode != 0:
-            _unavailable(f"initdb failed: {init.stderr.strip()[-500:]}")
+            raise PgUnavailable(f"initdb failed: {init.stderr.strip()[-500:]}")
         with open(log, "w") as log_file:
             proc = subprocess.Popen(
-                [
-                    *prefix,
-                    str(bindir / "postgres"),
-                    "-D",
-                    data,
-                    "-h",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "-k",
-                    root,
-                    "-c",
-                    "fsync=off",
-                    "-c",
-                    "synchronous_commit=off",
-                    "-c",
-                    "full_page_writes=off",
-                    "-c",
-                    "max_connections=200",
-                ],
-                stdout=subprocess.DEVNULL,
-                stderr=log_file,
-            )
-    except (OSError, subprocess.SubprocessError) as exc:
-        _unavailable(f"{exc}")
-        raise
-    server = PgServer("127.0.0.1", port, "postgres")
-    try:
+                [*prefix, str(bindir / "postgres"), "-D", data, "-h", "127.0.0.1", "-p", str(port),
+                 "-k", root, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+                 "-c", "max_connections=200"],
+                stdout=subprocess.DEVNULL, stderr=log_file,
+            )  # fmt: skip
+        server = PgServer("127.0.0.1", port, "postgres")
         _wait_ready(server, proc, log)
         yield server
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise PgUnavailable(str(exc)) from exc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    try:
+        with running_postgres() as server:
+            yield server
+    except PgUnavailable as exc:
+        _unavailable(str(exc))
 
 
 def _wait_ready(server: PgServer, proc: subprocess.Popen[bytes], log: str) -> None:
@@ -163,15 +147,14 @@ def _wait_ready(server: PgServer, proc: subprocess.Popen[bytes], log: str) -> No
     last = ""
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            _unavailable(f"postgres exited with {proc.returncode}: {Path(log).read_text()[-800:]}")
+            raise PgUnavailable(f"postgres exited with {proc.returncode}: {Path(log).read_text()[-800:]}")
         try:
             with psycopg.connect(server.dsn(), connect_timeout=2):
                 return
         except psycopg.OperationalError as exc:
             last = str(exc)
             time.sleep(0.1)
-    proc.kill()
-    _unavailable(f"postgres did not accept connections within {START_TIMEOUT_S:g} s: {last}")
+    raise PgUnavailable(f"postgres did not accept connections within {START_TIMEOUT_S:g} s: {last}")
 
 
 @pytest.fixture
