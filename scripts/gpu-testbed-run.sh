@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The GPU run (issue 5), on the lent H200 machine, from the project root, after ../shared/gpu-testbed/fetch.sh
+# filled .gpu-carry/. Starts a real sshd on 127.0.0.1:2222, trusts its key by fingerprint, and runs orch end to
+# end over SSH: doctor (first with the login python3, which lacks torch), deploy, hbm-bandwidth, moe-sweep
+# (kimi-k2, bf16, M=1..4096), runs show --json, and the API's /series. Everything lands in $OUT/h200-run.tar.gz.
+set -uo pipefail
+out=${OUT:-/tmp/orch-gpu-out}; mkdir -p "$out"
+work=/tmp/orch-gpu; rm -rf "$work"; mkdir -p "$work"
+log="$work/console.txt"
+say() { echo "\$ $*" | tee -a "$log"; }
+bash .gpu-carry/start-sshd.sh 2>&1 | tee -a "$log"
+export PATH=/tmp/ssh/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/ssh/usr/lib/x86_64-linux-gnu:/tmp/ssh/lib/x86_64-linux-gnu
+PY=/opt/torch/.venv/bin/python3
+$PY -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+ORCH="$PY -m orchestrator.cli.main"
+export PYTHONUNBUFFERED=1 ORCH_DB_URL="sqlite:///$work/orch.db" COLUMNS=160
+cat > "$work/inventory.yaml" <<INV
+groups:
+  h200:
+    hosts:
+      h200-0: {address: 127.0.0.1, port: 2222, user: root}
+INV
+export ORCH_INVENTORY="$work/inventory.yaml"
+fp=$(ssh-keygen -lf /tmp/sshd/host_ed25519.pub | awk '{print $2}')
+run() { say "orch $*"; $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
+run doctor --hosts h200
+run hosts trust h200-0 --fingerprint "$fp"
+run doctor --hosts h200
+sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
+say "inventory now sets python: $PY"
+run doctor --hosts h200
+$ORCH doctor --hosts h200 --json > "$work/doctor.json" 2>>"$log"
+run deploy --hosts h200
+run run hbm-bandwidth --hosts h200
+run run moe-sweep --hosts h200 --label "kimi-k2 bf16 H200"
+rid=$($ORCH runs list --json 2>/dev/null | $PY -c 'import json,sys; d=json.load(sys.stdin); print([r["id"] for r in d["items"] if r["suite"]=="moe-sweep"][0])')
+$ORCH runs show "$rid" --json > "$work/moe-run.json" 2>>"$log"
+$ORCH serve --port 8765 > "$work/serve.log" 2>&1 & spid=$!
+sleep 4
+curl -s "http://127.0.0.1:8765/api/v1/series?suite=moe-sweep&metric=time_ms&x=M" > "$work/series.json"
+curl -s "http://127.0.0.1:8765/api/v1/series?suite=moe-sweep&metric=gbps&x=M" > "$work/series-gbps.json"
+kill $spid
+nvidia-smi > "$work/nvidia-smi.txt" 2>&1
+$PY -c 'import torch; print(torch.__version__, torch.version.cuda)' > "$work/torch.txt" 2>&1
+mkdir -p "$work/spool" && cp -r ~/.orch/runs/* "$work/spool/" 2>/dev/null
+tar czf "$out/h200-run.tar.gz" -C "$work" .
+cp "$log" "$out/console.txt"
