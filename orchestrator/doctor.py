@@ -37,7 +37,7 @@ class Check:
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "detail": self.detail, **self.data}
+        return {**self.data, "name": self.name, "status": self.status, "detail": self.detail}
 
 
 @dataclass

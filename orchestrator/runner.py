@@ -187,6 +187,7 @@ class _HostRun:
         self.total: int | None = None
         self.started = False
         self.m_times: list[tuple[int, float]] = []
+        self.reconnects = 0
 
     async def connect(self) -> Transport:
         if self.t is None:
@@ -283,6 +284,7 @@ class _HostRun:
                                 f"the run goes on on the host; collect it later with orch run --resume {self.r.run_id}")
             delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
             attempt += 1
+            self.reconnects += 1
             self.r.observer.host_state(name, "reconnecting", f"{err.message}; retry {attempt} in {delay:.1f} s")
             await asyncio.sleep(delay)
             next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
@@ -316,12 +318,11 @@ class _HostRun:
             status = "failed"
         else:
             status = "partial" if self.errors else "completed"
-        info: dict[str, Any] = {}
+        info: dict[str, Any] = {"reconnects": self.reconnects}
         if self.m_times:
             p = plateau_start(self.m_times)
             info["plateau"] = {"m": p, "metric": "time_ms", "tol": 0.10}
-        if info:
-            await self.r.writer.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
+        await self.r.writer.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
         err = f"{self.errors} case(s) failed" if self.errors else None
         await self.r.writer.call(self.r.store.finish_host_run, self.r.run_id, name, status, err)
         self.r.observer.host_state(name, status, err or "")

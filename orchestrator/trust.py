@@ -48,7 +48,8 @@ async def fetch_offer(host: Host, *, timeout_s: float = 10.0) -> Offer:
     files = target.known_hosts_files()
     known = hostkeys.load_known_hosts(files)
     offered = hostkeys.OfferedKey.from_blob(blob)
-    verdict = hostkeys.judge(known, target.key_name, target.port, offered, now=time.time())
+    verdict = hostkeys.judge(known, target.hostname, target.port, offered, now=time.time(),
+                             host_key_alias=target.host_key_alias, inventory_name=host.name)
     user_file = files[0] if files else Path.home() / ".ssh" / "known_hosts"
     return Offer(host.name, target.hostname, target.port, target.key_name, blob, offered.fingerprint,
                  offered.key_type, verdict, user_file, target.hash_known_hosts)

@@ -78,9 +78,12 @@ class ConnectTrace:
 
     steps: dict[str, Step] = field(default_factory=dict)
 
-    def add(self, name: str, status: str, detail: str, t0: float | None = None, **data: Any) -> Step:
+    def add(
+        self, name: str, status: str, detail: str, t0: float | None = None, data: dict[str, Any] | None = None,
+        **more: Any,
+    ) -> Step:
         ms = (time.monotonic() - t0) * 1000 if t0 is not None else None
-        step = Step(name, status, detail, data, ms)
+        step = Step(name, status, detail, {**(data or {}), **more}, ms)
         self.steps[name] = step
         return step
 
@@ -209,25 +212,29 @@ class _HostKeyJudge(asyncssh.SSHClient):
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         offered = hostkeys.OfferedKey.from_blob(key.public_data)
-        self.verdict = hostkeys.judge(self.known, self.target.key_name, self.target.port, offered, now=time.time())
-        return self.verdict.ok
+        t = self.target
+        self.verdict = hostkeys.judge(self.known, t.hostname, t.port, offered, now=time.time(),
+                                      host_key_alias=t.host_key_alias, inventory_name=t.name)
+        return bool(self.verdict.ok)
 
     def validate_host_ca_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         # Reached only for a host certificate; asyncssh then checks principals and validity itself.
         self.offered_ca = hostkeys.fingerprint(key.public_data)
-        return hostkeys.is_trusted_ca(self.known, self.target.key_name, self.target.port, key.public_data)
+        t = self.target
+        return bool(hostkeys.is_trusted_ca(self.known, t.hostname, t.port, key.public_data,
+                                           host_key_alias=t.host_key_alias))
 
 
 def _host_key_algs(known: hostkeys.KnownHosts, target: SshTarget) -> list[str]:
     """Order host key algorithms as OpenSSH does (sshconnect2.c order_hostkeyalgs): types already known for
     the host first; certificate algorithms only when a @cert-authority line covers the host."""
-    known_types = known.key_types_for(target.key_name, target.port)
+    known_types = known.key_types_for(target.hostname, target.port, host_key_alias=target.host_key_alias)
     plain = [a.decode() for a in asyncssh.public_key.get_default_public_key_algs()]
     certs = [a.decode() for a in asyncssh.public_key.get_default_certificate_algs()]
     preferred = [a for a in plain if _alg_key_type(a) in known_types]
     rest = [a for a in plain if a not in preferred]
     out = preferred + rest
-    if known.has_cert_authority_for(target.key_name, target.port):
+    if known.has_cert_authority_for(target.hostname, target.port, host_key_alias=target.host_key_alias):
         out = certs + out
     return out
 
@@ -311,7 +318,7 @@ async def _open_socket(target: SshTarget, dl: Deadlines, trace: ConnectTrace) ->
         raise ConnectError(target.name, "dns", f"cannot resolve {target.hostname}: {exc.strerror}",
                            "fix the name, set `address:` in the inventory, or add a HostName in ~/.ssh/config"
                            ) from None
-    addrs = list(dict.fromkeys(info[4][0] for info in infos))
+    addrs = list(dict.fromkeys(str(info[4][0]) for info in infos))
     trace.add("dns", "ok", f"{target.hostname} -> {', '.join(addrs)}", t0, addresses=addrs)
 
     last_exc: OSError | None = None
@@ -563,12 +570,19 @@ async def connect(
     return SshTransport(host.name, conn, target)
 
 
+def _verdict_data(v: hostkeys.HostKeyVerdict) -> dict[str, Any]:
+    """The verdict's fields for a doctor check (``name`` becomes ``lookup_name``; the detail is the check's)."""
+    d = dict(v.to_dict())
+    d["lookup_name"] = d.pop("name", None)
+    d.pop("detail", None)
+    return d
+
+
 def _record_hostkey_ok(target: SshTarget, judge: _HostKeyJudge, trace: ConnectTrace, t0: float) -> None:
     if "hostkey" in trace.steps:
         return
     if judge.verdict is not None:
-        v = judge.verdict.to_dict()
-        trace.add("hostkey", "ok", judge.verdict.detail, t0, **v)
+        trace.add("hostkey", "ok", judge.verdict.detail, t0, data=_verdict_data(judge.verdict))
     else:
         trace.add("hostkey", "ok", f"host certificate signed by a trusted CA ({judge.offered_ca})", t0,
                   verdict="cert-authority", ca_fingerprint=judge.offered_ca, known=[])
@@ -577,7 +591,7 @@ def _record_hostkey_ok(target: SshTarget, judge: _HostKeyJudge, trace: ConnectTr
 def _hostkey_failed(target: SshTarget, judge: _HostKeyJudge, message: str, trace: ConnectTrace, t0: float) -> None:
     v = judge.verdict
     if v is not None and not v.ok:
-        trace.add("hostkey", "fail", v.detail, t0, **v.to_dict())
+        trace.add("hostkey", "fail", v.detail, t0, data=_verdict_data(v))
         raise HostKeyError(target.name, v.verdict, v.detail, v.hint)
     low = message.lower()
     if "revoked" in low:

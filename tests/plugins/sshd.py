@@ -95,11 +95,10 @@ class SshdHost:
     def start(self) -> None:
         self.write_config()
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [SSHD, "-D", "-e", "-f", str(self.config_path)],
-            stdout=subprocess.DEVNULL,
-            stderr=open(self.root / "sshd.log", "ab"),  # noqa: SIM115 - closed with the process
-        )
+        with open(self.root / "sshd.log", "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen(
+                [SSHD, "-D", "-e", "-f", str(self.config_path)], stdout=subprocess.DEVNULL, stderr=log
+            )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

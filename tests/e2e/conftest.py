@@ -1,0 +1,54 @@
+"""End-to-end helpers: run the real ``orch`` CLI as a subprocess against the sshd test bed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.plugins.sshd import SshdBed
+
+
+@dataclass
+class Orch:
+    inventory: Path
+    db_url: str
+    cwd: Path
+
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(ORCH_INVENTORY=str(self.inventory), ORCH_DB_URL=self.db_url, COLUMNS="160",
+                   XDG_CACHE_HOME=str(self.cwd / "cache"))
+        return env
+
+    def argv(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "orchestrator", *args]
+
+    def __call__(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.argv(*args), cwd=self.cwd, env=self.env(), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def json(self, *args: str, expect_rc: int | None = 0, timeout: float = 240) -> Any:
+        res = self(*args, "--json", timeout=timeout)
+        if expect_rc is not None:
+            assert res.returncode == expect_rc, res.stderr[-3000:] + res.stdout[-2000:]
+        return json.loads(res.stdout)
+
+    def popen(self, *args: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(self.argv(*args), cwd=self.cwd, env=self.env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
+
+@pytest.fixture
+def two_hosts(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, list[Any]]:
+    a = sshd_bed.add("gpu-a")
+    b = sshd_bed.add("gpu-b")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a], "b300": [b]}))
+    return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path), [a, b]
