@@ -6,9 +6,9 @@ import hmac
 from datetime import datetime, timezone
 from typing import Annotated
 
-from fastapi import Depends, HTTPException, Path, Query, Request
+from fastapi import Depends, HTTPException, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from orchestrator.settings import Settings
 from orchestrator.store.repo import Store
@@ -70,6 +70,12 @@ def as_utc(value: datetime | None) -> datetime | None:
         return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
     except (OverflowError, ValueError) as exc:
         raise HTTPException(422, f"datetime out of range: {value.isoformat()}") from exc
+
+
+def json_response(model: BaseModel) -> Response:
+    """Serialize a response schema once. Routes that return big pages hand FastAPI a ready Response, which it
+    does not validate a second time (the route's ``response_model`` still documents the shape)."""
+    return Response(model.model_dump_json(), media_type="application/json")
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

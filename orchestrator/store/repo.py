@@ -309,20 +309,31 @@ class Store:
             if not rows:
                 return 0
             ins = (postgresql.insert if self.dialect == "postgresql" else sqlite.insert)(_RESULT_TABLE)
-            stmt = ins.on_conflict_do_nothing(index_elements=["run_id", "host", "seq"]).returning(
-                _RESULT_TABLE.c.status
-            )
-            statuses = s.connection().execute(stmt, rows).scalars().all()
-            errors = sum(1 for st in statuses if st == "error")
-            hr.results += len(statuses) - errors
-            hr.errors += errors
-            return len(statuses)
+            stmt = ins.on_conflict_do_nothing(index_elements=["run_id", "host", "seq"])
+            if self.dialect == "sqlite":  # sqlite3's executemany sums rowcount; skipped conflicts count 0
+                inserted = s.connection().execute(stmt, rows).rowcount
+            else:  # psycopg batches through insertmanyvalues, where only RETURNING counts reliably
+                inserted = len(s.connection().execute(stmt.returning(_RESULT_TABLE.c.seq), rows).all())
+            if inserted == len(rows):
+                errors = sum(1 for r in rows if r["status"] == "error")
+                hr.results += inserted - errors
+                hr.errors += errors
+            else:  # the unique backstop dropped rows another writer had stored: recount from the table
+                counts: dict[str, int] = dict(
+                    s.execute(
+                        select(Result.status, func.count())
+                        .where(Result.run_id == run_id, Result.host == host)
+                        .group_by(Result.status)
+                    ).all()  # a list of rows: dict() would take a Result for a mapping (it has keys())
+                )
+                hr.results, hr.errors = counts.get("ok", 0), counts.get("error", 0)
+            return inserted
 
     def _apply(self, hr: HostRun, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str) -> None:
         d = ev.data
         if ev.type == "result":
             try:
-                metrics = {k: m.to_dict() for k, m in ev.metrics().items()}
+                metrics = compute.clean_metrics(ev.data.get("metrics"))
                 rows.append(_result_row(run_id, host, ev, "ok", metrics, None))
             except ValueError as exc:
                 rows.append(_result_row(run_id, host, ev, "error", {}, f"malformed result: {exc}"))
@@ -464,7 +475,7 @@ class Store:
         *,
         host: str | None = None,
         status: str | None = None,
-        limit: int = 1000,
+        limit: int = 200,
         offset: int = 0,
         samples: bool = False,
     ) -> Page[ResultRecord]:

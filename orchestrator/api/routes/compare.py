@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, StoreDep
+from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, StoreDep, json_response
 from orchestrator.api.schemas import ComparisonOut
 
 router = APIRouter(tags=["compare"])
@@ -20,5 +20,5 @@ def compare(
     metric: Annotated[
         str | None, Query(pattern=NAME_PATTERN, description="default time_ms, else the first")
     ] = None,
-) -> ComparisonOut:
-    return ComparisonOut.model_validate(store.compare(base, head, metric=metric))
+) -> Response:
+    return json_response(ComparisonOut.model_validate(store.compare(base, head, metric=metric)))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from orchestrator.api.deps import Offset, RunId, StoreDep, Text
+from orchestrator.api.deps import Offset, RunId, StoreDep, Text, json_response
 from orchestrator.api.schemas import ResultOut, ResultPage
 
 router = APIRouter(tags=["results"])
@@ -19,9 +19,11 @@ def run_results(
     host: Text = None,
     status: Annotated[Literal["ok", "error"] | None, Query()] = None,
     samples: Annotated[bool, Query(description="include raw samples")] = False,
-    limit: Annotated[int, Query(ge=1, le=10_000)] = 1000,
+    limit: Annotated[int, Query(ge=1, le=10_000, description="page size; default 200")] = 200,
     offset: Offset = 0,
-) -> ResultPage:
+) -> Response:
     page = store.results(run_id, host=host, status=status, limit=limit, offset=offset, samples=samples)
     items = [ResultOut.model_validate(r) for r in page.items]
-    return ResultPage(run_id=run_id, total=page.total, limit=page.limit, offset=page.offset, items=items)
+    return json_response(
+        ResultPage(run_id=run_id, total=page.total, limit=page.limit, offset=page.offset, items=items)
+    )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
-from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, TEXT_PATTERN, StoreDep
+from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, TEXT_PATTERN, StoreDep, json_response
 from orchestrator.api.schemas import SeriesOut
 
 router = APIRouter(tags=["series"])
@@ -22,8 +22,8 @@ def series(
     run: Annotated[str | None, Query(pattern=RUN_ID_PATTERN)] = None,
     group_by: Annotated[Literal["host", "run"], Query(description="host: latest run per host")] = "host",
     limit: Annotated[int, Query(ge=1, le=200, description="max lines when group_by=run")] = 50,
-) -> SeriesOut:
+) -> Response:
     s = store.series(
         suite=suite, metric=metric, x=x, hosts=host, run_id=run, group_by=group_by, max_lines=limit
     )
-    return SeriesOut.model_validate(s)
+    return json_response(SeriesOut.model_validate(s))
