@@ -122,9 +122,16 @@ class HostDeploy:
         return f"{self.home}/.orch/agent/{self.agent_sha}/agent.pyz"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "agent_sha": self.agent_sha, "agent": self.agent, "build_sha": self.build_sha,
-                "build": self.build, "switched": self.switched, "pruned": self.pruned,
-                "uploaded_bytes": self.uploaded_bytes}
+        return {
+            "host": self.host,
+            "agent_sha": self.agent_sha,
+            "agent": self.agent,
+            "build_sha": self.build_sha,
+            "build": self.build,
+            "switched": self.switched,
+            "pruned": self.pruned,
+            "uploaded_bytes": self.uploaded_bytes,
+        }
 
 
 def helper_python(host: Host) -> str:
@@ -144,8 +151,11 @@ async def _helper(t: Transport, host: Host, args: Sequence[str], timeout_s: floa
         doc = {}
     if res.exit_status != 0 or "error" in doc or not doc:
         why = doc.get("error") or (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
-        raise DeployError(host.name, f"deploy helper failed: {why}",
-                          "check that `python:` in the inventory names a working Python 3.8+ on the host")
+        raise DeployError(
+            host.name,
+            f"deploy helper failed: {why}",
+            "check that `python:` in the inventory names a working Python 3.8+ on the host",
+        )
     return doc
 
 
@@ -164,16 +174,20 @@ async def deploy_host(
         out.agent, out.uploaded_bytes = "uploaded", agent.size_bytes
         check = await _helper(t, host, ["ensure", "--agent-sha", agent.sha256])
         if check["agent"] != "present":
-            raise DeployError(host.name, f"agent.pyz on the host does not hash to {agent.sha256[:12]} after upload",
-                              "the upload was corrupted; run orch deploy again")
+            raise DeployError(
+                host.name,
+                f"agent.pyz on the host does not hash to {agent.sha256[:12]} after upload",
+                "the upload was corrupted; run orch deploy again",
+            )
     if build is not None:
         out.build_sha = build.sha256
         if state.get("build") == "present":
             out.build, out.switched, out.pruned = "present", bool(state.get("switched")), list(state.get("pruned", []))
         else:
             await t.put(build.path, f".orch/builds/{build.sha256}.tar.gz")
-            done = await _helper(t, host, ["install-build", "--build-sha", build.sha256, "--keep", str(keep)],
-                                 timeout_s=600)
+            done = await _helper(
+                t, host, ["install-build", "--build-sha", build.sha256, "--keep", str(keep)], timeout_s=600
+            )
             out.build, out.switched, out.pruned = "uploaded", True, list(done.get("pruned", []))
             out.uploaded_bytes += build.size_bytes
     return out

@@ -26,12 +26,18 @@ class DeployReport:
 
 
 async def deploy_hosts(
-    inventory: Inventory, selector: str | None, build: Path | None, *, keep: int = deploy.DEFAULT_KEEP_BUILDS,
-    timeout_s: float = 10.0, store: Store | None = None,
+    inventory: Inventory,
+    selector: str | None,
+    build: Path | None,
+    *,
+    keep: int = deploy.DEFAULT_KEEP_BUILDS,
+    timeout_s: float = 10.0,
+    store: Store | None = None,
 ) -> DeployReport:
     hosts = inventory.select(selector)
     plan = deploy.plan(build)
     try:
+
         async def one(host: Host) -> deploy.HostDeploy:
             t = await open_transport(host, timeout_s=timeout_s)
             try:
@@ -49,6 +55,12 @@ async def deploy_hosts(
         if o.value is not None:
             rows.append({"ok": True, "error": None, **o.value.to_dict()})
         else:
-            rows.append({"host": o.host.name, "ok": False, "error": o.error.message if o.error else "?",
-                         "hint": o.error.hint if o.error else None})
+            rows.append(
+                {
+                    "host": o.host.name,
+                    "ok": False,
+                    "error": o.error.message if o.error else "?",
+                    "hint": o.error.hint if o.error else None,
+                }
+            )
     return DeployReport(rows)

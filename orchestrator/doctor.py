@@ -148,8 +148,9 @@ def _add_hint(checks: list[Check], failure: OrchError) -> None:
             return
 
 
-async def _remote_checks(host: Host, transport: Transport, opts: DoctorOptions) -> tuple[dict[str, Any] | None,
-                                                                                      list[Check]]:
+async def _remote_checks(
+    host: Host, transport: Transport, opts: DoctorOptions
+) -> tuple[dict[str, Any] | None, list[Check]]:
     python = _python_argv(host)
     try:
         res = await transport.run(probe_argv(host), timeout_s=opts.timeout_s * 6, check=False)
@@ -160,19 +161,23 @@ async def _remote_checks(host: Host, transport: Transport, opts: DoctorOptions) 
     if res.exit_status != 0:
         err = res.stderr.strip().splitlines()[-1:] or ["(no output)"]
         missing = res.exit_status == 127 or "not found" in err[0] or "No such file" in err[0]
-        detail = (f"{python}: not found on the host" if missing else
-                  f"{python} failed (exit {res.exit_status}): {err[0]}")
-        return None, [Check("python", "fail", detail, {
-            "hint": "set `python:` for this host in the inventory to an existing Python 3.8+ interpreter"})] + [
-            Check(n, "skipped", "no facts: the python check failed") for n in ("gpus", "disk", "agent")
-        ]
+        detail = (
+            f"{python}: not found on the host" if missing else f"{python} failed (exit {res.exit_status}): {err[0]}"
+        )
+        return None, [
+            Check(
+                "python",
+                "fail",
+                detail,
+                {"hint": "set `python:` for this host in the inventory to an existing Python 3.8+ interpreter"},
+            )
+        ] + [Check(n, "skipped", "no facts: the python check failed") for n in ("gpus", "disk", "agent")]
     try:
         facts = json.loads(res.stdout)
     except ValueError:
-        return None, [Check("python", "fail", f"{python} printed something other than the facts JSON: "
-                            f"{res.stdout[:120]!r}")] + [
-            Check(n, "skipped", "no facts") for n in ("gpus", "disk", "agent")
-        ]
+        return None, [
+            Check("python", "fail", f"{python} printed something other than the facts JSON: {res.stdout[:120]!r}")
+        ] + [Check(n, "skipped", "no facts") for n in ("gpus", "disk", "agent")]
     return facts, [
         python_check(facts, python),
         gpus_check(facts),
@@ -187,22 +192,35 @@ def python_check(facts: dict[str, Any], python: str) -> Check:
     torch = facts.get("torch") or {}
     version = str(py.get("version", "?")).split()[0]
     data: dict[str, Any] = {
-        "interpreter": python, "executable": py.get("executable"), "version": version,
-        "torch": torch.get("version"), "cuda_available": bool(torch.get("cuda_available")),
+        "interpreter": python,
+        "executable": py.get("executable"),
+        "version": version,
+        "torch": torch.get("version"),
+        "cuda_available": bool(torch.get("cuda_available")),
         "cuda_version": torch.get("cuda_version"),
     }
     gpus = gpus_from_facts(facts)
     if not torch.get("ok"):
         err = torch.get("error") or "torch did not import"
-        data["hint"] = (f"`{python}` cannot import torch; set `python:` in the inventory for this host to the "
-                        "interpreter that has torch (e.g. python: /opt/torch/.venv/bin/python3)")
+        data["hint"] = (
+            f"`{python}` cannot import torch; set `python:` in the inventory for this host to the "
+            "interpreter that has torch (e.g. python: /opt/torch/.venv/bin/python3)"
+        )
         return Check("python", "fail", f"Python {version} at {py.get('executable', python)}: {err}", data)
     if gpus and not torch.get("cuda_available"):
         data["hint"] = "install a CUDA build of torch in that interpreter, or point `python:` at one"
-        return Check("python", "fail", f"Python {version}, torch {torch.get('version')} does not see CUDA "
-                     f"although nvidia-smi lists {len(gpus)} GPU(s)", data)
-    cuda = (f"CUDA {torch.get('cuda_version')}, {torch.get('device_count')} device(s)"
-            if torch.get("cuda_available") else "CPU only")
+        return Check(
+            "python",
+            "fail",
+            f"Python {version}, torch {torch.get('version')} does not see CUDA "
+            f"although nvidia-smi lists {len(gpus)} GPU(s)",
+            data,
+        )
+    cuda = (
+        f"CUDA {torch.get('cuda_version')}, {torch.get('device_count')} device(s)"
+        if torch.get("cuda_available")
+        else "CPU only"
+    )
     return Check("python", "ok", f"Python {version}, torch {torch.get('version')} ({cuda})", data)
 
 
@@ -212,8 +230,12 @@ def gpus_check(facts: dict[str, Any]) -> Check:
         return Check("gpus", "warn", "no GPU: nvidia-smi not found on the host", {"count": 0, "gpus": []})
     if smi.get("rc") != 0:
         err = (str(smi.get("stderr") or smi.get("stdout") or "").strip().splitlines() or ["?"])[-1]
-        return Check("gpus", "fail", f"nvidia-smi failed (exit {smi.get('rc')}): {err}",
-                     {"count": 0, "gpus": [], "hint": "check the NVIDIA driver on the host (dmesg, nvidia-smi)"})
+        return Check(
+            "gpus",
+            "fail",
+            f"nvidia-smi failed (exit {smi.get('rc')}): {err}",
+            {"count": 0, "gpus": [], "hint": "check the NVIDIA driver on the host (dmesg, nvidia-smi)"},
+        )
     try:
         gpus = gpus_from_facts(facts)
     except ValueError as exc:
@@ -222,8 +244,9 @@ def gpus_check(facts: dict[str, Any]) -> Check:
         return Check("gpus", "warn", "no GPU: nvidia-smi lists none", {"count": 0, "gpus": []})
     names = sorted({g.name for g in gpus})
     mem = gpus[0].memory_mib
-    detail = (f"{len(gpus)}x {', '.join(names)}"
-              + (f", {mem} MiB each" if mem else "") + f", driver {gpus[0].driver_version}")
+    detail = (
+        f"{len(gpus)}x {', '.join(names)}" + (f", {mem} MiB each" if mem else "") + f", driver {gpus[0].driver_version}"
+    )
     return Check("gpus", "ok", detail, {"count": len(gpus), "gpus": [g.to_dict() for g in gpus]})
 
 
@@ -250,8 +273,13 @@ def agent_check(facts: dict[str, Any], local_sha: str | None) -> Check:
     if not agents:
         return Check("agent", "ok", "no agent deployed yet (orch deploy / orch run installs it)" + build, data)
     if local_sha and local_sha not in agents:
-        return Check("agent", "warn", f"deployed agent(s) {', '.join(a[:12] for a in agents)} differ from this "
-                     f"orch's {local_sha[:12]}; orch deploy updates it" + build, data)
+        return Check(
+            "agent",
+            "warn",
+            f"deployed agent(s) {', '.join(a[:12] for a in agents)} differ from this "
+            f"orch's {local_sha[:12]}; orch deploy updates it" + build,
+            data,
+        )
     shown = local_sha[:12] if local_sha else agents[-1][:12]
     return Check("agent", "ok", f"agent {shown} deployed" + build, data)
 
@@ -264,17 +292,22 @@ async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOpt
 
         opts = DoctorOptions(opts.timeout_s, opts.concurrency, agent_source_sha256())
     deadline = opts.timeout_s * 10 + 5
-    outcomes = await fanout(hosts, lambda h: check_host(h, opts), concurrency=opts.concurrency,
-                            deadline_s=deadline)
+    outcomes = await fanout(hosts, lambda h: check_host(h, opts), concurrency=opts.concurrency, deadline_s=deadline)
     reports = []
     for o in outcomes:
         if o.value is not None:
             reports.append(o.value)
         else:
             msg = o.error.message if o.error else "unknown failure"
-            reports.append(HostReport(o.host.name, o.host.address, o.host.port,
-                                      [Check("dns", "fail", msg)] +
-                                      [Check(n, "skipped", "doctor failed for this host") for n in CHECK_NAMES[1:]]))
+            reports.append(
+                HostReport(
+                    o.host.name,
+                    o.host.address,
+                    o.host.port,
+                    [Check("dns", "fail", msg)]
+                    + [Check(n, "skipped", "doctor failed for this host") for n in CHECK_NAMES[1:]],
+                )
+            )
     return DoctorReport(reports)
 
 

@@ -13,11 +13,20 @@ from typing import Any
 
 #: The nvidia-smi query orch uses (sysinfo.py runs it with ``--format=csv``, header included).
 NVIDIA_SMI_FIELDS = (
-    "name", "uuid", "driver_version", "memory.total", "clocks.max.sm", "clocks.max.mem", "ecc.mode.current",
+    "name",
+    "uuid",
+    "driver_version",
+    "memory.total",
+    "clocks.max.sm",
+    "clocks.max.mem",
+    "ecc.mode.current",
     "pci.bus_id",
 )
-_ALIASES = {"clocks.max.memory": "clocks.max.mem", "clocks.max.sm": "clocks.max.sm",
-            "clocks.max.graphics": "clocks.max.sm"}
+_ALIASES = {
+    "clocks.max.memory": "clocks.max.mem",
+    "clocks.max.sm": "clocks.max.sm",
+    "clocks.max.graphics": "clocks.max.sm",
+}
 
 
 @dataclass(frozen=True)
@@ -111,8 +120,9 @@ def host_facts_summary(facts: dict[str, Any]) -> dict[str, Any]:
         "torch": torch.get("version"),
         "cuda": torch.get("cuda_version"),
         "cuda_available": torch.get("cuda_available"),
-        "gpu_name": gpus[0].name if gpus else ((torch.get("devices") or [{}])[0].get("name") if torch.get(
-            "devices") else None),
+        "gpu_name": gpus[0].name
+        if gpus
+        else ((torch.get("devices") or [{}])[0].get("name") if torch.get("devices") else None),
         "gpu_count": len(gpus),
         "gpu_uuids": [g.uuid for g in gpus],
         "driver": gpus[0].driver_version if gpus else None,

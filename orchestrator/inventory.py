@@ -32,7 +32,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator.errors import InventoryError, SelectionError
 
 HOST_KEYS = (
-    "address", "port", "user", "identity_file", "python", "connection", "labels", "gpu", "build_dir",
+    "address",
+    "port",
+    "user",
+    "identity_file",
+    "python",
+    "connection",
+    "labels",
+    "gpu",
+    "build_dir",
 )
 
 
@@ -283,9 +291,7 @@ def _resolve(spec: InventorySpec, path: str) -> Inventory:
                     path=path,
                 )
             if hname in spec.groups:
-                raise InventoryError(
-                    f"{hname!r} is both a group and a host name", "rename one of them", path=path
-                )
+                raise InventoryError(f"{hname!r} is both a group and a host name", "rename one of them", path=path)
             seen[hname] = gname
             members.append(hname)
             hosts.append(_merge(hname, gname, hv or HostVars(), group.vars, spec.defaults))

@@ -97,8 +97,13 @@ class HostOutcome:
     hint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "status": self.status, "results": self.results, "errors": self.errors,
-                "error": self.error}
+        return {
+            "host": self.host,
+            "status": self.status,
+            "results": self.results,
+            "errors": self.errors,
+            "error": self.error,
+        }
 
 
 @dataclass
@@ -109,8 +114,12 @@ class RunOutcome:
     hosts: list[HostOutcome]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "suite": self.suite, "status": self.status,
-                "hosts": [h.to_dict() for h in self.hosts]}
+        return {
+            "run_id": self.run_id,
+            "suite": self.suite,
+            "status": self.status,
+            "hosts": [h.to_dict() for h in self.hosts],
+        }
 
 
 class StoreWriter:
@@ -134,8 +143,7 @@ def validate_request(req: RunRequest) -> None:
     errors: list[SuiteError] = []
     for cuda in (False, True):
         try:
-            resolve(req.suite, req.sets, preset=req.preset, repeat=req.repeat, cuda=cuda, run_id="check",
-                    seed=req.seed)
+            resolve(req.suite, req.sets, preset=req.preset, repeat=req.repeat, cuda=cuda, run_id="check", seed=req.seed)
         except SuiteError as exc:
             errors.append(exc)
     if len(errors) == 2:  # invalid whatever the host: a real input error
@@ -168,7 +176,8 @@ async def agent_json(t: Transport, argv: list[str], *, timeout_s: float = 120) -
         doc = {}
     if res.exit_status != 0 or not isinstance(doc, dict) or not doc:
         why = (doc.get("error") if isinstance(doc, dict) else None) or (
-            res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+            res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"]
+        )[-1]
         raise RemoteCommandError(t.host, argv[1:3], res.exit_status, str(why))
     return doc
 
@@ -188,6 +197,7 @@ class _HostRun:
         self.started = False
         self.m_times: list[tuple[int, float]] = []
         self.reconnects = 0
+        self.facts: dict[str, Any] = {}
 
     async def connect(self) -> Transport:
         if self.t is None:
@@ -203,20 +213,30 @@ class _HostRun:
                 pass
 
     async def prepare(self) -> tuple[RunSpec, dict[str, Any]]:
+        """Connect, deploy-check, read the host's facts, resolve the spec. Sets ``self.facts``."""
         obs, name = self.r.observer, self.host.name
         obs.host_state(name, "connecting")
         t = await self.connect()
         obs.host_state(name, "deploying")
         self.dep = await deploy_host(t, self.host)
         facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts"])
+        self.facts = facts
         summary = host_facts_summary(facts)
         torch = facts.get("torch") or {}
-        spec = resolve(self.r.req.suite, self.r.req.sets, preset=self.r.req.preset, repeat=self.r.req.repeat,
-                       cuda=bool(torch.get("cuda_available")), run_id=self.r.run_id, seed=self.r.req.seed)
+        spec = resolve(
+            self.r.req.suite,
+            self.r.req.sets,
+            preset=self.r.req.preset,
+            repeat=self.r.req.repeat,
+            cuda=bool(torch.get("cuda_available")),
+            run_id=self.r.run_id,
+            seed=self.r.req.seed,
+        )
         if spec["bench"] in BENCHES_NEEDING_TORCH and not torch.get("ok"):
             python = helper_python(self.host)
             raise HostError(
-                name, f"{python} cannot import torch: {torch.get('error') or 'import failed'}",
+                name,
+                f"{python} cannot import torch: {torch.get('error') or 'import failed'}",
                 f"set `python:` for {name} in the inventory to the interpreter that has torch "
                 "(e.g. python: /opt/torch/.venv/bin/python3)",
             )
@@ -234,8 +254,12 @@ class _HostRun:
         try:
             metrics = ev.metrics()
         except ValueError as exc:
-            return Event(seq=ev.seq, type="error", ts=ev.ts,
-                         data={"message": f"bad result line: {exc}", "case": ev.case, "kind": "protocol"})
+            return Event(
+                seq=ev.seq,
+                type="error",
+                ts=ev.ts,
+                data={"message": f"bad result line: {exc}", "case": ev.case, "kind": "protocol"},
+            )
         enriched = enrich_result(self.r.req.suite, ev.case, metrics, self.gpu)
         m = ev.case.get("M")
         if isinstance(m, int) and "time_ms" in enriched:
@@ -245,8 +269,7 @@ class _HostRun:
         if self.gpu is not None:
             data.setdefault("info", {})
             if isinstance(data["info"], dict):
-                data["info"] = {**data["info"], "gpu_spec": self.gpu.key,
-                                "peak_mem_gbps": self.gpu.mem_bw_gbps}
+                data["info"] = {**data["info"], "gpu_spec": self.gpu.key, "peak_mem_gbps": self.gpu.mem_bw_gbps}
         return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
 
     async def follow(self, from_seq: int) -> str:
@@ -270,9 +293,11 @@ class _HostRun:
                 raise ConnectError(name, "closed", "agent follow ended without a done event")
             except RemoteCommandError as exc:
                 if exc.exit_status == AGENT_EXIT_DEAD:
-                    raise HostError(name, "the agent worker exited without finishing "
-                                    f"(see ~/.orch/runs/{self.r.run_id}/ on the host)",
-                                    "rerun the suite; check the host's memory and dmesg") from None
+                    raise HostError(
+                        name,
+                        f"the agent worker exited without finishing (see ~/.orch/runs/{self.r.run_id}/ on the host)",
+                        "rerun the suite; check the host's memory and dmesg",
+                    ) from None
                 if exc.exit_status is not None:
                     raise
                 err: OrchError = exc
@@ -280,8 +305,11 @@ class _HostRun:
                 err = exc
             await self.drop()
             if attempt >= len(RECONNECT_BACKOFF_S):
-                raise HostError(name, f"lost the connection and could not reattach: {err.message}",
-                                f"the run goes on on the host; collect it later with orch run --resume {self.r.run_id}")
+                raise HostError(
+                    name,
+                    f"lost the connection and could not reattach: {err.message}",
+                    f"the run goes on on the host; collect it later with orch run --resume {self.r.run_id}",
+                )
             delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
             attempt += 1
             self.reconnects += 1
@@ -353,11 +381,17 @@ class Runner:
         hosts = self.inventory.select(self.req.selector)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed}
         for h in hosts:
-            await self.writer.call(self.store.upsert_host, h.name, address=h.address, group=h.group,
-                                   labels=dict(h.labels))
+            await self.writer.call(
+                self.store.upsert_host, h.name, address=h.address, group=h.group, labels=dict(h.labels)
+            )
         self.run_id = await self.writer.call(
-            self.store.create_run, suite=self.req.suite, params=params, preset=self.req.preset,
-            label=self.req.label, hosts=[h.name for h in hosts], started_by=f"{getpass.getuser()}@{socket.gethostname()}",
+            self.store.create_run,
+            suite=self.req.suite,
+            params=params,
+            preset=self.req.preset,
+            label=self.req.label,
+            hosts=[h.name for h in hosts],
+            started_by=f"{getpass.getuser()}@{socket.gethostname()}",
             started_on=socket.gethostname(),
         )
         return await self._drive(hosts, resume=False)
@@ -367,9 +401,17 @@ class Runner:
         detail = await self.writer.call(self.store.get_run, run_id)
         self.run_id = detail.id
         params = detail.params or {}
-        self.req = RunRequest(suite=detail.suite, selector=",".join(detail.hosts), sets=dict(params.get("sets") or {}),
-                              preset=detail.preset, repeat=params.get("repeat"), label=detail.label,
-                              seed=params.get("seed"), timeout_s=self.req.timeout_s, concurrency=self.req.concurrency)
+        self.req = RunRequest(
+            suite=detail.suite,
+            selector=",".join(detail.hosts),
+            sets=dict(params.get("sets") or {}),
+            preset=detail.preset,
+            repeat=params.get("repeat"),
+            label=detail.label,
+            seed=params.get("seed"),
+            timeout_s=self.req.timeout_s,
+            concurrency=self.req.concurrency,
+        )
         hosts = [self.inventory.host(h) for h in detail.hosts]
         return await self._drive(hosts, resume=True)
 
@@ -422,12 +464,16 @@ class Runner:
             if status.get("state") != "unknown":
                 hr.started = True
                 return await hr.finish(await self._follow_counted(hr, from_seq))
-        await self.writer.call(self.store.start_host_run, self.run_id, name, facts=summary,
-                               agent_version=hr.dep.agent_sha, build_sha=None)
-        await self.writer.call(self.store.set_host_run_info, self.run_id, name,
-                               {"spec": dict(spec), "preset": spec.get("preset"),
-                                "gpu_spec": hr.gpu.key if hr.gpu else None})
-        await agent_json(hr.t, [*agent, "start", "--spec-json", json.dumps(dict(spec))])
+        await self.writer.call(
+            self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha, build_sha=None
+        )
+        await self.writer.call(
+            self.store.set_host_run_info,
+            self.run_id,
+            name,
+            {"spec": dict(spec), "preset": spec.get("preset"), "gpu_spec": hr.gpu.key if hr.gpu else None},
+        )
+        await agent_json(hr.t, [*agent, "start", "--spec-json", json.dumps({**spec, "facts": hr.facts})])
         hr.started = True
         self.observer.host_state(name, "started")
         return await hr.finish(await self._follow_counted(hr, from_seq))
@@ -446,8 +492,9 @@ class Runner:
                 await asyncio.wait_for(hr.cancel_remote(), 40)
             except (OrchError, asyncio.TimeoutError, TimeoutError):
                 pass
-            await self.writer.call(self.store.finish_host_run, self.run_id, hr.host.name, "cancelled",
-                                   "cancelled by the user")
+            await self.writer.call(
+                self.store.finish_host_run, self.run_id, hr.host.name, "cancelled", "cancelled by the user"
+            )
 
         await asyncio.gather(*(one(hr) for hr in runs))
         await self.writer.call(self.store.finish_run, self.run_id, "cancelled")
@@ -474,9 +521,12 @@ async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout
         rec = detail.host_run(o.host.name)
         final = rec is not None and rec.status in ("completed", "partial", "failed")
         if not final:
-            store.finish_host_run(detail.id, o.host.name, "cancelled",
-                                  None if o.ok else f"cancel failed: {o.error.message if o.error else '?'}")
+            store.finish_host_run(
+                detail.id,
+                o.host.name,
+                "cancelled",
+                None if o.ok else f"cancel failed: {o.error.message if o.error else '?'}",
+            )
         res.append(o.value or HostOutcome(o.host.name, "failed", error=o.error.message if o.error else None))
     store.finish_run(detail.id, "cancelled")
     return RunOutcome(detail.id, detail.suite, "cancelled", res)
-

@@ -33,9 +33,15 @@ class Offer:
     hashed: bool
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "hostname": self.hostname, "port": self.port, "fingerprint": self.fingerprint,
-                "key_type": self.key_type, "verdict": self.verdict.verdict,
-                "known_hosts_file": str(self.known_hosts_file)}
+        return {
+            "host": self.host,
+            "hostname": self.hostname,
+            "port": self.port,
+            "fingerprint": self.fingerprint,
+            "key_type": self.key_type,
+            "verdict": self.verdict.verdict,
+            "known_hosts_file": str(self.known_hosts_file),
+        }
 
 
 async def fetch_offer(host: Host, *, timeout_s: float = 10.0) -> Offer:
@@ -48,11 +54,28 @@ async def fetch_offer(host: Host, *, timeout_s: float = 10.0) -> Offer:
     files = target.known_hosts_files()
     known = hostkeys.load_known_hosts(files)
     offered = hostkeys.OfferedKey.from_blob(blob)
-    verdict = hostkeys.judge(known, target.hostname, target.port, offered, now=time.time(),
-                             host_key_alias=target.host_key_alias, inventory_name=host.name)
+    verdict = hostkeys.judge(
+        known,
+        target.hostname,
+        target.port,
+        offered,
+        now=time.time(),
+        host_key_alias=target.host_key_alias,
+        inventory_name=host.name,
+    )
     user_file = files[0] if files else Path.home() / ".ssh" / "known_hosts"
-    return Offer(host.name, target.hostname, target.port, target.key_name, blob, offered.fingerprint,
-                 offered.key_type, verdict, user_file, target.hash_known_hosts)
+    return Offer(
+        host.name,
+        target.hostname,
+        target.port,
+        target.key_name,
+        blob,
+        offered.fingerprint,
+        offered.key_type,
+        verdict,
+        user_file,
+        target.hash_known_hosts,
+    )
 
 
 @dataclass(frozen=True)
@@ -85,10 +108,10 @@ def record(offer: Offer, *, confirmed_fingerprint: str, replace: bool = False) -
     if v == "changed" or (replace and offer.verdict.known):
         if not replace:
             raise HostKeyError(
-                offer.host, v,
+                offer.host,
+                v,
                 f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key",
-                "if the host was reinstalled and you checked the new fingerprint on its console, "
-                "rerun with --replace",
+                "if the host was reinstalled and you checked the new fingerprint on its console, rerun with --replace",
             )
         res = hostkeys.remove_host(offer.known_hosts_file, offer.key_name, offer.port)
         removed, backup = res.removed_count, res.backup_path

@@ -81,7 +81,8 @@ def run(run_dir: str) -> int:
                 run_id=spec["run_id"],
                 suite=spec["suite"],
                 bench=spec["bench"],
-                facts=sysinfo.collect(rd.orch_home),
+                # orch collects the facts just before `start` and passes them in the spec: no second torch probe
+                facts=spec["facts"] if isinstance(spec.get("facts"), dict) else sysinfo.collect(rd.orch_home),
                 cases_total=len(cases),
             )
             ctx = Context(

@@ -13,9 +13,13 @@ from orchestrator.doctor import DoctorOptions, run_doctor_sync
 
 def doctor(
     ctx: typer.Context,
-    hosts: Annotated[str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")] = None,
+    hosts: Annotated[
+        str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login) in s; default 10.")] = 10.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login) in s; default 10.")
+    ] = 10.0,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Hosts checked at once; default 64.")] = 64,
 ) -> None:
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""

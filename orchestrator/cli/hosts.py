@@ -11,14 +11,17 @@ from orchestrator import trust
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
 
-app = typer.Typer(help="Show the inventory; record a host's SSH key after confirming its fingerprint.",
-                  no_args_is_help=True)
+app = typer.Typer(
+    help="Show the inventory; record a host's SSH key after confirming its fingerprint.", no_args_is_help=True
+)
 
 
 @app.command("list")
 def list_hosts(
     ctx: typer.Context,
-    hosts: Annotated[str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")] = None,
+    hosts: Annotated[
+        str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """Show the resolved inventory (defaults and group vars applied)."""
@@ -33,9 +36,16 @@ def list_hosts(
 def trust_host(
     ctx: typer.Context,
     host: Annotated[str, typer.Argument(help="Inventory host name.")],
-    fingerprint: Annotated[str | None, typer.Option("--fingerprint", help="Expected key fingerprint, SHA256:...; checked against the offered key.")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Replace the host's existing entries (backup kept as known_hosts.old).")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Deadline to fetch the key, s; default 10.")] = 10.0,
+    fingerprint: Annotated[
+        str | None,
+        typer.Option("--fingerprint", help="Expected key fingerprint, SHA256:...; checked against the offered key."),
+    ] = None,
+    replace: Annotated[
+        bool, typer.Option("--replace", help="Replace the host's existing entries (backup kept as known_hosts.old).")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Deadline to fetch the key, s; default 10.")
+    ] = 10.0,
 ) -> None:
     """Fetch the host key offered by HOST and record it in known_hosts once you confirm its fingerprint."""
     h = app_context(ctx).inventory().host(host)
@@ -47,7 +57,8 @@ def trust_host(
     confirmed = fingerprint
     if confirmed is None:
         confirmed = typer.prompt(
-            "Type the fingerprint you verified on the host's console (SHA256:...), or Ctrl-C to stop", default="",
+            "Type the fingerprint you verified on the host's console (SHA256:...), or Ctrl-C to stop",
+            default="",
             show_default=False,
         )
     result = trust.record(offer, confirmed_fingerprint=confirmed, replace=replace)

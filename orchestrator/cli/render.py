@@ -37,8 +37,12 @@ def print_json(doc: Any) -> None:
     sys.stdout.flush()
 
 
-_STATUS_STYLE = {"ok": "[green]ok[/green]", "warn": "[yellow]warn[/yellow]", "fail": "[bold red]FAIL[/bold red]",
-                 "skipped": "[dim]-[/dim]"}
+_STATUS_STYLE = {
+    "ok": "[green]ok[/green]",
+    "warn": "[yellow]warn[/yellow]",
+    "fail": "[bold red]FAIL[/bold red]",
+    "skipped": "[dim]-[/dim]",
+}
 
 
 def doctor_table(report: Any) -> None:
@@ -62,7 +66,9 @@ def doctor_table(report: Any) -> None:
             if c and c.status in ("fail", "warn"):
                 hint = c.data.get("hint")
                 colour = "red" if c.status == "fail" else "yellow"
-                notes.append(f"[{colour}]{h.host} {name}:[/{colour}] {c.detail}" + (f"\n    hint: {hint}" if hint else ""))
+                notes.append(
+                    f"[{colour}]{h.host} {name}:[/{colour}] {c.detail}" + (f"\n    hint: {hint}" if hint else "")
+                )
         table.add_row(*row)
     c = console()
     c.print(table)
@@ -85,15 +91,27 @@ def hosts_table(hosts: list[Any]) -> None:
     for col in ("host", "group", "connection", "address", "port", "user", "python", "labels"):
         table.add_column(col)
     for h in hosts:
-        table.add_row(h.name, h.group, h.connection, h.address or "(ssh_config/DNS)", str(h.port or "-"),
-                      h.user or "-", h.python or "-", ",".join(f"{k}={v}" for k, v in h.labels.items()))
+        table.add_row(
+            h.name,
+            h.group,
+            h.connection,
+            h.address or "(ssh_config/DNS)",
+            str(h.port or "-"),
+            h.user or "-",
+            h.python or "-",
+            ",".join(f"{k}={v}" for k, v in h.labels.items()),
+        )
     console().print(table)
 
 
 def _param_value(v: Any) -> str:
     """A parameter value as ``--set`` would take it; doubling lists of 4+ items shortened to ``A..B``."""
     if isinstance(v, list):
-        if len(v) >= 4 and all(isinstance(x, int) for x in v) and all(b == 2 * a for a, b in zip(v, v[1:], strict=False)):
+        if (
+            len(v) >= 4
+            and all(isinstance(x, int) for x in v)
+            and all(b == 2 * a for a, b in zip(v, v[1:], strict=False))
+        ):
             return f"{v[0]}..{v[-1]}"
         return ",".join(str(x) for x in v)
     return str(v)
@@ -129,9 +147,7 @@ def suite_detail(doc: dict[str, Any]) -> None:
             accepted.append(f">= {p['min']:g}")
         if p["max"] is not None:
             accepted.append(f"<= {p['max']:g}")
-        params.add_row(
-            p["name"], p["type"], _param_value(p["default"]), " ".join(accepted), p["scope"], p["help"]
-        )
+        params.add_row(p["name"], p["type"], _param_value(p["default"]), " ".join(accepted), p["scope"], p["help"])
     c.print(params)
     if doc["presets"]:
         presets = Table(title="Presets (--preset NAME)", title_justify="left")
@@ -157,8 +173,10 @@ def trust_offer(offer: Any) -> None:
 def trust_result(host: str, result: Any) -> None:
     c = console()
     if result.removed:
-        c.print(f"removed {result.removed} old entr{'y' if result.removed == 1 else 'ies'} for {host} "
-                f"(backup: {result.backup})")
+        c.print(
+            f"removed {result.removed} old entr{'y' if result.removed == 1 else 'ies'} for {host} "
+            f"(backup: {result.backup})"
+        )
     if result.recorded:
         c.print(f"[green]recorded[/green] {host}'s key in {result.file}")
 
@@ -389,14 +407,15 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
     for h in outcome.hosts:
         if h.status not in ("completed",):
             colour = "yellow" if h.status == "partial" else "red"
-            c.print(f"[{colour}]{h.host}: {h.status}[/{colour}]" + (f" — {h.error}" if h.error else ""),
-                    soft_wrap=True)
+            c.print(f"[{colour}]{h.host}: {h.status}[/{colour}]" + (f" — {h.error}" if h.error else ""), soft_wrap=True)
             if getattr(h, "hint", None):
                 c.print(f"    hint: {h.hint}", soft_wrap=True)
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
-    c.print(f"run [bold]{outcome.run_id}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
-            f"{sum(h.results for h in outcome.hosts)} results from {len(outcome.hosts)} host(s); "
-            f"details: orch runs show {outcome.run_id}")
+    c.print(
+        f"run [bold]{outcome.run_id}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
+        f"{sum(h.results for h in outcome.hosts)} results from {len(outcome.hosts)} host(s); "
+        f"details: orch runs show {outcome.run_id}"
+    )
 
 
 def deploy_table(report: Any) -> None:
@@ -407,9 +426,15 @@ def deploy_table(report: Any) -> None:
         table.add_column(col)
     for r in report.rows:
         if r["ok"]:
-            build = (f"{r['build_sha'][:12]} {r['build']}" if r.get("build_sha") else "-")
-            table.add_row(r["host"], f"{r['agent_sha'][:12]} {r['agent']}", build,
-                          "switched" if r.get("switched") else "-", f"{r['uploaded_bytes'] / 1e6:.2f} MB", "")
+            build = f"{r['build_sha'][:12]} {r['build']}" if r.get("build_sha") else "-"
+            table.add_row(
+                r["host"],
+                f"{r['agent_sha'][:12]} {r['agent']}",
+                build,
+                "switched" if r.get("switched") else "-",
+                f"{r['uploaded_bytes'] / 1e6:.2f} MB",
+                "",
+            )
         else:
             table.add_row(r["host"], "", "", "", "", f"[red]{r['error']}[/red]")
     console().print(table)

@@ -25,26 +25,42 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
 
 def run(
     ctx: typer.Context,
-    suite: Annotated[str | None, typer.Argument(help="Suite name (orch suites list). Not needed with --resume.")] = None,
+    suite: Annotated[
+        str | None, typer.Argument(help="Suite name (orch suites list). Not needed with --resume.")
+    ] = None,
     hosts: Annotated[str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Suite parameter KEY=VALUE (repeatable), e.g. M=1,8,64.")] = None,
-    preset: Annotated[str | None, typer.Option("--preset", help="Parameter preset (kimi-k2 on CUDA hosts, tiny otherwise).")] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Suite parameter KEY=VALUE (repeatable), e.g. M=1,8,64.")
+    ] = None,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="Parameter preset (kimi-k2 on CUDA hosts, tiny otherwise).")
+    ] = None,
     repeat: Annotated[int | None, typer.Option("--repeat", min=1, help="Timed samples per case (default 20).")] = None,
     label: Annotated[str | None, typer.Option("--label", help="Free text stored with the run.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     resume: Annotated[str | None, typer.Option("--resume", help="Reattach to RUN_ID and collect what is left.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")] = 10.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")
+    ] = 10.0,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
     from orchestrator.runner import Runner, RunRequest
 
     app = app_context(ctx)
     if resume is None and (suite is None or hosts is None):
-        raise UsageError("orch run needs SUITE and --hosts (or --resume RUN_ID)",
-                         "for example: orch run moe-sweep --hosts b300")
+        raise UsageError(
+            "orch run needs SUITE and --hosts (or --resume RUN_ID)", "for example: orch run moe-sweep --hosts b300"
+        )
     store = app.store()
-    req = RunRequest(suite=suite or "", selector=hosts, sets=_parse_sets(set_ or []), preset=preset, repeat=repeat,
-                     label=label, timeout_s=timeout)
+    req = RunRequest(
+        suite=suite or "",
+        selector=hosts,
+        sets=_parse_sets(set_ or []),
+        preset=preset,
+        repeat=repeat,
+        label=label,
+        timeout_s=timeout,
+    )
     with render.RunProgress(enabled=not json_out) as progress:
         runner = Runner(app.inventory(), store, req, progress)
         outcome = asyncio.run(runner.resume(store.resolve_run_id(resume)) if resume else runner.run())
@@ -76,18 +92,25 @@ def cancel(
 
 def deploy(
     ctx: typer.Context,
-    hosts: Annotated[str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")] = None,
+    hosts: Annotated[
+        str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")
+    ] = None,
     build: Annotated[Path | None, typer.Option("--build", help="Engine build: a directory or a .tar.gz.")] = None,
-    keep: Annotated[int, typer.Option("--keep", min=1, help="Builds kept per host (older ones pruned); default 3.")] = 3,
+    keep: Annotated[
+        int, typer.Option("--keep", min=1, help="Builds kept per host (older ones pruned); default 3.")
+    ] = 3,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
-    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")] = 10.0,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")
+    ] = 10.0,
 ) -> None:
     """Push the agent (and an engine build) to the hosts, content-addressed and verified by sha256."""
     from orchestrator.deploy_service import deploy_hosts
 
     app = app_context(ctx)
-    report = asyncio.run(deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout,
-                                      store=app.store_or_none()))
+    report = asyncio.run(
+        deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store_or_none())
+    )
     if json_out:
         render.print_json(report.to_dict())
     else:

@@ -55,7 +55,7 @@ def current_build():
 def switch_current(sha):
     """Point builds/current at <sha> atomically (a new symlink renamed over the old one)."""
     builds = os.path.join(home(), "builds")
-    tmp = os.path.join(builds, ".current.%d" % os.getpid())
+    tmp = os.path.join(builds, f".current.{os.getpid()}")
     if os.path.lexists(tmp):
         os.unlink(tmp)
     os.symlink(sha, tmp)
@@ -100,11 +100,11 @@ def cmd_install_build(args):
     builds = os.path.join(home(), "builds")
     tarball = os.path.join(builds, sha + ".tar.gz")
     if not os.path.isfile(tarball):
-        raise RuntimeError("uploaded tarball %s is missing" % tarball)
+        raise RuntimeError(f"uploaded tarball {tarball} is missing")
     got = sha256_file(tarball)
     if got != sha:
         os.unlink(tarball)
-        raise RuntimeError("uploaded build is corrupt: sha256 %s, expected %s" % (got, sha))
+        raise RuntimeError(f"uploaded build is corrupt: sha256 {got}, expected {sha}")
     tmp = os.path.join(builds, sha + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     os.makedirs(tmp)
@@ -112,11 +112,11 @@ def cmd_install_build(args):
         for m in tf.getmembers():
             target = os.path.realpath(os.path.join(tmp, m.name))
             if not (target == os.path.realpath(tmp) or target.startswith(os.path.realpath(tmp) + os.sep)):
-                raise RuntimeError("unsafe path in build archive: %s" % m.name)
+                raise RuntimeError(f"unsafe path in build archive: {m.name}")
             if m.issym() or m.islnk():
                 link = os.path.realpath(os.path.join(os.path.dirname(target), m.linkname))
                 if not link.startswith(os.path.realpath(tmp) + os.sep):
-                    raise RuntimeError("unsafe link in build archive: %s -> %s" % (m.name, m.linkname))
+                    raise RuntimeError(f"unsafe link in build archive: {m.name} -> {m.linkname}")
         tf.extractall(tmp)  # noqa: S202 - members checked above
     with open(os.path.join(tmp, ".complete"), "w") as f:
         f.write(sha + "\n")
@@ -142,7 +142,7 @@ def main(argv):
     try:
         out = cmd_ensure(args) if args.cmd == "ensure" else cmd_install_build(args)
     except Exception as exc:  # reported as JSON to orch, which names the host
-        print(json.dumps({"error": "%s: %s" % (type(exc).__name__, exc)}))
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 1
     print(json.dumps(out))
     return 0

@@ -54,7 +54,10 @@ class LocalTransport:
             await proc.wait()
             raise CommandTimeout(self.host, list(argv), timeout_s) from None
         res = CommandResult(
-            tuple(argv), proc.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+            tuple(argv),
+            proc.returncode,
+            out.decode("utf-8", "replace"),
+            err.decode("utf-8", "replace"),
             time.monotonic() - t0,
         )
         if check and res.exit_status != 0:

@@ -79,7 +79,12 @@ class ConnectTrace:
     steps: dict[str, Step] = field(default_factory=dict)
 
     def add(
-        self, name: str, status: str, detail: str, t0: float | None = None, data: dict[str, Any] | None = None,
+        self,
+        name: str,
+        status: str,
+        detail: str,
+        t0: float | None = None,
+        data: dict[str, Any] | None = None,
         **more: Any,
     ) -> Step:
         ms = (time.monotonic() - t0) * 1000 if t0 is not None else None
@@ -130,8 +135,11 @@ class SshTarget:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "hostname": self.hostname, "port": self.port, "user": self.user,
-            "identity_files": list(self.identity_files), "proxy_jump": self.proxy_jump,
+            "hostname": self.hostname,
+            "port": self.port,
+            "user": self.user,
+            "identity_files": list(self.identity_files),
+            "proxy_jump": self.proxy_jump,
             "host_key_alias": self.host_key_alias,
         }
 
@@ -213,16 +221,24 @@ class _HostKeyJudge(asyncssh.SSHClient):
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         offered = hostkeys.OfferedKey.from_blob(key.public_data)
         t = self.target
-        self.verdict = hostkeys.judge(self.known, t.hostname, t.port, offered, now=time.time(),
-                                      host_key_alias=t.host_key_alias, inventory_name=t.name)
+        self.verdict = hostkeys.judge(
+            self.known,
+            t.hostname,
+            t.port,
+            offered,
+            now=time.time(),
+            host_key_alias=t.host_key_alias,
+            inventory_name=t.name,
+        )
         return bool(self.verdict.ok)
 
     def validate_host_ca_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         # Reached only for a host certificate; asyncssh then checks principals and validity itself.
         self.offered_ca = hostkeys.fingerprint(key.public_data)
         t = self.target
-        return bool(hostkeys.is_trusted_ca(self.known, t.hostname, t.port, key.public_data,
-                                           host_key_alias=t.host_key_alias))
+        return bool(
+            hostkeys.is_trusted_ca(self.known, t.hostname, t.port, key.public_data, host_key_alias=t.host_key_alias)
+        )
 
 
 def _host_key_algs(known: hostkeys.KnownHosts, target: SshTarget) -> list[str]:
@@ -311,13 +327,20 @@ async def _open_socket(target: SshTarget, dl: Deadlines, trace: ConnectTrace) ->
         )
     except (asyncio.TimeoutError, TimeoutError):
         trace.add("dns", "fail", f"no answer for {target.hostname} within {dl.dns_s:g} s", t0)
-        raise ConnectError(target.name, "dns", f"DNS lookup of {target.hostname} timed out",
-                           "check /etc/resolv.conf or put the address in the inventory") from None
+        raise ConnectError(
+            target.name,
+            "dns",
+            f"DNS lookup of {target.hostname} timed out",
+            "check /etc/resolv.conf or put the address in the inventory",
+        ) from None
     except socket.gaierror as exc:
         trace.add("dns", "fail", f"cannot resolve {target.hostname}: {exc.strerror}", t0)
-        raise ConnectError(target.name, "dns", f"cannot resolve {target.hostname}: {exc.strerror}",
-                           "fix the name, set `address:` in the inventory, or add a HostName in ~/.ssh/config"
-                           ) from None
+        raise ConnectError(
+            target.name,
+            "dns",
+            f"cannot resolve {target.hostname}: {exc.strerror}",
+            "fix the name, set `address:` in the inventory, or add a HostName in ~/.ssh/config",
+        ) from None
     addrs = list(dict.fromkeys(str(info[4][0]) for info in infos))
     trace.add("dns", "ok", f"{target.hostname} -> {', '.join(addrs)}", t0, addresses=addrs)
 
@@ -360,8 +383,14 @@ async def _socket_with_banner(target: SshTarget, dl: Deadlines, trace: ConnectTr
             text = seen.decode("ascii", "replace").strip()
             ms = (time.monotonic() - t0) * 1000
             status = "warn" if ms > dl.banner_s * 500 else "ok"  # over half the deadline: a slow host
-            trace.add("banner", status, text + (f" (slow: {ms:.0f} ms)" if status == "warn" else ""), t0,
-                      banner=text, attempts=attempt + 1)
+            trace.add(
+                "banner",
+                status,
+                text + (f" (slow: {ms:.0f} ms)" if status == "warn" else ""),
+                t0,
+                banner=text,
+                attempts=attempt + 1,
+            )
             return sock
         sock.close()
         if kind == "closed" and attempt < retries:
@@ -369,15 +398,21 @@ async def _socket_with_banner(target: SshTarget, dl: Deadlines, trace: ConnectTr
             await asyncio.sleep(random.uniform(0.05, 0.3) * attempt)  # MaxStartups drop: back off with jitter
             continue
         if kind == "closed":
-            msg = (f"server closed the connection before its banner, {attempt + 1} times "
-                   "(sshd MaxStartups throttling, or TCP wrappers / fail2ban)")
+            msg = (
+                f"server closed the connection before its banner, {attempt + 1} times "
+                "(sshd MaxStartups throttling, or TCP wrappers / fail2ban)"
+            )
             trace.add("banner", "fail", msg, t0, kind="throttled")
             raise ConnectError(target.name, "throttled", msg, "lower --concurrency or raise MaxStartups in sshd_config")
         if kind == "silent":
             msg = f"port {target.port} accepts TCP but sent no SSH banner within {dl.banner_s:g} s"
             trace.add("banner", "fail", msg, t0, kind="banner-timeout")
-            raise ConnectError(target.name, "banner-timeout", msg,
-                               "a stuck sshd or a non-SSH service on that port; raise --timeout if the host is slow")
+            raise ConnectError(
+                target.name,
+                "banner-timeout",
+                msg,
+                "a stuck sshd or a non-SSH service on that port; raise --timeout if the host is slow",
+            )
         shown = seen[:60].decode("ascii", "replace")
         msg = f"port {target.port} speaks something other than SSH: {shown!r}"
         trace.add("banner", "fail", msg, t0, kind="not-ssh")
@@ -463,8 +498,11 @@ class SshTransport:
                 await sftp.put(str(local), tmp)
                 await sftp.posix_rename(tmp, remote)
         except (asyncssh.SFTPError, asyncssh.Error, OSError) as exc:
-            raise HostError(self.host, f"SFTP upload of {local.name} to {remote} failed: {exc}",
-                            "check free disk space and permissions on the host") from None
+            raise HostError(
+                self.host,
+                f"SFTP upload of {local.name} to {remote} failed: {exc}",
+                "check free disk space and permissions on the host",
+            ) from None
 
     async def close(self) -> None:
         self._conn.close()
@@ -510,18 +548,18 @@ async def connect(
         judge = _HostKeyJudge(target, known)
         revoked = [asyncssh.import_public_key(line) for line in known.revoked_key_lines()]
         t0 = time.monotonic()
-        options: dict[str, Any] = dict(
-            username=target.user,
-            client_keys=_client_keys(target),
-            known_hosts=lambda _h, _a, _p: ([], [], revoked),
-            client_factory=lambda: judge,
-            server_host_key_algs=_host_key_algs(known, target),
-            config=[],
-            login_timeout=dl.login_s,
-            connect_timeout=dl.login_s,
-            keepalive_interval=15,
-            keepalive_count_max=4,
-        )
+        options: dict[str, Any] = {
+            "username": target.user,
+            "client_keys": _client_keys(target),
+            "known_hosts": lambda _h, _a, _p: ([], [], revoked),
+            "client_factory": lambda: judge,
+            "server_host_key_algs": _host_key_algs(known, target),
+            "config": [],
+            "login_timeout": dl.login_s,
+            "connect_timeout": dl.login_s,
+            "keepalive_interval": 15,
+            "keepalive_count_max": 4,
+        }
         if target.identities_only:
             options["agent_path"] = None
         if via:
@@ -584,8 +622,15 @@ def _record_hostkey_ok(target: SshTarget, judge: _HostKeyJudge, trace: ConnectTr
     if judge.verdict is not None:
         trace.add("hostkey", "ok", judge.verdict.detail, t0, data=_verdict_data(judge.verdict))
     else:
-        trace.add("hostkey", "ok", f"host certificate signed by a trusted CA ({judge.offered_ca})", t0,
-                  verdict="cert-authority", ca_fingerprint=judge.offered_ca, known=[])
+        trace.add(
+            "hostkey",
+            "ok",
+            f"host certificate signed by a trusted CA ({judge.offered_ca})",
+            t0,
+            verdict="cert-authority",
+            ca_fingerprint=judge.offered_ca,
+            known=[],
+        )
 
 
 def _hostkey_failed(target: SshTarget, judge: _HostKeyJudge, message: str, trace: ConnectTrace, t0: float) -> None:
@@ -603,8 +648,16 @@ def _hostkey_failed(target: SshTarget, judge: _HostKeyJudge, message: str, trace
         hint = "renew the host certificate with a principal matching the host name and a valid period"
     else:
         verdict, detail, hint = "unknown", message, f"orch hosts trust {target.name}"
-    trace.add("hostkey", "fail", detail, t0, verdict=verdict, offered_fingerprint=None,
-              ca_fingerprint=judge.offered_ca, known=[])
+    trace.add(
+        "hostkey",
+        "fail",
+        detail,
+        t0,
+        verdict=verdict,
+        offered_fingerprint=None,
+        ca_fingerprint=judge.offered_ca,
+        known=[],
+    )
     raise HostKeyError(target.name, verdict, detail, hint)
 
 
@@ -612,18 +665,26 @@ def _auth_failed(target: SshTarget, reason: str, trace: ConnectTrace, *, too_man
     keys = ", ".join(target.identity_files) or "the default keys (~/.ssh/id_*) and the agent"
     if too_many or "too many" in reason.lower():
         msg = f"too many authentication failures for {target.user}: the client offered too many keys"
-        hint = ("set `IdentitiesOnly yes` and `IdentityFile` for this host in ~/.ssh/config, or "
-                "`identity_file:` in the inventory, so only the right key is offered")
+        hint = (
+            "set `IdentitiesOnly yes` and `IdentityFile` for this host in ~/.ssh/config, or "
+            "`identity_file:` in the inventory, so only the right key is offered"
+        )
         trace.add("auth", "fail", msg, kind="too-many-failures", user=target.user)
         raise AuthError(target.name, "too-many-failures", msg, hint)
     msg = f"permission denied for {target.user} (tried {keys})"
     trace.add("auth", "fail", msg, kind="denied", user=target.user)
-    raise AuthError(target.name, "denied", msg,
-                    f"put your public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
-                    "`identity_file:`/`user:` in the inventory")
+    raise AuthError(
+        target.name,
+        "denied",
+        msg,
+        f"put your public key in ~{target.user}/.ssh/authorized_keys on the host, or set "
+        "`identity_file:`/`user:` in the inventory",
+    )
 
 
-async def fetch_offered_key(host: Host, *, home: Path | None = None, timeout_s: float = 10.0) -> tuple[bytes, SshTarget]:
+async def fetch_offered_key(
+    host: Host, *, home: Path | None = None, timeout_s: float = 10.0
+) -> tuple[bytes, SshTarget]:
     """Fetch the host key the server offers, without trusting it and without authenticating.
 
     Returns (public key blob, target). Used by ``orch hosts trust`` to show the fingerprint to confirm.
@@ -633,18 +694,21 @@ async def fetch_offered_key(host: Host, *, home: Path | None = None, timeout_s: 
     try:
         key = await asyncio.wait_for(
             asyncssh.get_server_host_key(
-                target.hostname, target.port,
+                target.hostname,
+                target.port,
                 server_host_key_algs=[a for a in _host_key_algs(known, target) if "cert" not in a],
                 config=[],
             ),
             timeout_s,
         )
     except (asyncio.TimeoutError, TimeoutError):
-        raise ConnectError(host.name, "timeout", f"no host key from {target.hostname}:{target.port} "
-                           f"within {timeout_s:g} s") from None
+        raise ConnectError(
+            host.name, "timeout", f"no host key from {target.hostname}:{target.port} within {timeout_s:g} s"
+        ) from None
     except (OSError, asyncssh.Error) as exc:
-        raise ConnectError(host.name, "handshake", f"cannot fetch the host key from "
-                           f"{target.hostname}:{target.port}: {exc}") from None
+        raise ConnectError(
+            host.name, "handshake", f"cannot fetch the host key from {target.hostname}:{target.port}: {exc}"
+        ) from None
     if key is None:
         raise ConnectError(host.name, "handshake", "the server offered no host key")
     return bytes(key.public_data), target

@@ -23,16 +23,21 @@ class Orch:
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
-        env.update(ORCH_INVENTORY=str(self.inventory), ORCH_DB_URL=self.db_url, COLUMNS="160",
-                   XDG_CACHE_HOME=str(self.cwd / "cache"))
+        env.update(
+            ORCH_INVENTORY=str(self.inventory),
+            ORCH_DB_URL=self.db_url,
+            COLUMNS="160",
+            XDG_CACHE_HOME=str(self.cwd / "cache"),
+        )
         return env
 
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "orchestrator", *args]
 
     def __call__(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(self.argv(*args), cwd=self.cwd, env=self.env(), capture_output=True, text=True,
-                              timeout=timeout)
+        return subprocess.run(
+            self.argv(*args), cwd=self.cwd, env=self.env(), capture_output=True, text=True, timeout=timeout
+        )
 
     def json(self, *args: str, expect_rc: int | None = 0, timeout: float = 240) -> Any:
         res = self(*args, "--json", timeout=timeout)
@@ -41,8 +46,9 @@ class Orch:
         return json.loads(res.stdout)
 
     def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(self.argv(*args), cwd=self.cwd, env=self.env(), stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            self.argv(*args), cwd=self.cwd, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
 
 @pytest.fixture

@@ -58,7 +58,9 @@ def test_moe_sweep_tiny_on_two_hosts_lands_in_store(two_hosts: tuple[Orch, list[
     doc = orch.json("run", "moe-sweep", "--hosts", "ct200,b300", "--preset", "tiny", "--repeat", "3")
     assert doc["status"] == "completed", doc
     assert sorted((h["host"], h["status"], h["results"]) for h in doc["hosts"]) == [
-        ("gpu-a", "completed", 7), ("gpu-b", "completed", 7)]
+        ("gpu-a", "completed", 7),
+        ("gpu-b", "completed", 7),
+    ]
     store = Store.from_url(orch.db_url)
     page = store.results(doc["run_id"], limit=100, samples=True)
     assert len(page.items) == 14
@@ -140,7 +142,8 @@ def test_host_without_torch_fails_with_the_python_key_while_others_finish(
     bare = tmp_path / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     inv = orch.inventory.read_text().replace(
-        "    hosts:\n      gpu-b:", f"    vars:\n      python: {bare}/bin/python\n    hosts:\n      gpu-b:")
+        "    hosts:\n      gpu-b:", f"    vars:\n      python: {bare}/bin/python\n    hosts:\n      gpu-b:"
+    )
     orch.inventory.write_text(inv)
     res = orch("run", "moe-sweep", "--hosts", "ct200,b300", "--preset", "tiny", "--repeat", "2", "--json")
     assert res.returncode == 1

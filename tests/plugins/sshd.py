@@ -201,8 +201,14 @@ class SshdBed:
         ak.write_text(self.client.key.with_suffix(".pub").read_text() if authorized else "")
         ak.chmod(0o600)
         host = SshdHost(
-            name=name, address=address, port=port or free_port(address), root=root, host_keys=keys,
-            home=home, authorized_keys=ak, extra_config=list(extra_config or []),
+            name=name,
+            address=address,
+            port=port or free_port(address),
+            root=root,
+            host_keys=keys,
+            home=home,
+            authorized_keys=ak,
+            extra_config=list(extra_config or []),
         )
         if trusted:
             self.client.trust(*(host.known_hosts_line(t) for t in key_types))
