@@ -164,6 +164,37 @@ def run_status(outcomes: Sequence[HostOutcome]) -> str:
     return "partial"
 
 
+def enrich_event(suite: str, ev: Event, gpu: GpuSpec | None) -> Event:
+    """A result event with the suite's derived metrics added (analysis.enrich) and the GPU spec named in
+    ``info``; a result whose metrics are malformed becomes an error event for its case. Other events pass."""
+    if ev.type != "result" or ev.case is None:
+        return ev
+    try:
+        metrics = ev.metrics()
+    except ValueError as exc:
+        return Event(seq=ev.seq, type="error", ts=ev.ts,
+                     data={"message": f"bad result line: {exc}", "case": ev.case, "kind": "protocol"})
+    enriched = enrich_result(suite, ev.case, metrics, gpu)
+    data = dict(ev.data)
+    data["metrics"] = {k: v.to_dict() for k, v in enriched.items()}
+    if gpu is not None and isinstance(data.get("info", {}), dict):
+        data["info"] = {**data.get("info", {}), "gpu_spec": gpu.key, "peak_mem_gbps": gpu.mem_bw_gbps}
+    return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+
+
+def gpu_spec_for(host: Host, facts_summary: dict[str, Any], device: str) -> GpuSpec | None:
+    """The host's GPU spec for % of peak: the catalog entry for the name nvidia-smi reports, with the
+    inventory's ``gpu:`` override applied; None on CPU or for an unknown SKU without an override."""
+    if device != "cuda":
+        return None
+    override = host.gpu.model_dump(exclude_none=True) if host.gpu else None
+    if facts_summary.get("gpu_name"):
+        return match_gpu(str(facts_summary["gpu_name"]), override)
+    if override and override.get("peak_mem_gbps"):
+        return match_gpu("custom", override)
+    return None
+
+
 def agent_argv(host: Host, dep: HostDeploy) -> list[str]:
     return [helper_python(host), dep.agent_path]
 
@@ -240,37 +271,17 @@ class _HostRun:
                 f"set `python:` for {name} in the inventory to the interpreter that has torch "
                 "(e.g. python: /opt/torch/.venv/bin/python3)",
             )
-        override = self.host.gpu.model_dump(exclude_none=True) if self.host.gpu else None
-        if summary.get("gpu_name") and spec["device"] == "cuda":
-            self.gpu = match_gpu(str(summary["gpu_name"]), override)
-        elif override and override.get("peak_mem_gbps") and spec["device"] == "cuda":
-            self.gpu = match_gpu("custom", override)
+        self.gpu = gpu_spec_for(self.host, summary, spec["device"])
         return spec, summary
 
     def enrich(self, ev: Event) -> Event:
         """Add the roofline figures to a result (the measured-roof % is computed by the store at query time)."""
-        if ev.type != "result" or ev.case is None:
-            return ev
-        try:
-            metrics = ev.metrics()
-        except ValueError as exc:
-            return Event(
-                seq=ev.seq,
-                type="error",
-                ts=ev.ts,
-                data={"message": f"bad result line: {exc}", "case": ev.case, "kind": "protocol"},
-            )
-        enriched = enrich_result(self.r.req.suite, ev.case, metrics, self.gpu)
-        m = ev.case.get("M")
-        if isinstance(m, int) and "time_ms" in enriched:
-            self.m_times.append((m, enriched["time_ms"].value))
-        data = dict(ev.data)
-        data["metrics"] = {k: v.to_dict() for k, v in enriched.items()}
-        if self.gpu is not None:
-            data.setdefault("info", {})
-            if isinstance(data["info"], dict):
-                data["info"] = {**data["info"], "gpu_spec": self.gpu.key, "peak_mem_gbps": self.gpu.mem_bw_gbps}
-        return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+        out = enrich_event(self.r.req.suite, ev, self.gpu)
+        m = out.case.get("M") if out.case else None
+        metrics = out.data.get("metrics")
+        if out.type == "result" and isinstance(m, int) and isinstance(metrics, dict) and "time_ms" in metrics:
+            self.m_times.append((m, float(metrics["time_ms"]["value"])))
+        return out
 
     async def follow(self, from_seq: int) -> str:
         """Follow the spool from ``from_seq`` until ``done``; reconnect on drops. Returns the done status."""

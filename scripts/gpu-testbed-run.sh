@@ -8,11 +8,14 @@ out=${OUT:-/tmp/orch-gpu-out}; mkdir -p "$out"
 work=/tmp/orch-gpu; rm -rf "$work"; mkdir -p "$work"
 log="$work/console.txt"
 say() { echo "\$ $*" | tee -a "$log"; }
-bash .gpu-carry/start-sshd.sh 2>&1 | tee -a "$log"
-export PATH=/tmp/ssh/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/ssh/usr/lib/x86_64-linux-gnu:/tmp/ssh/lib/x86_64-linux-gnu
-PY=/opt/torch/.venv/bin/python3
-$PY -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
-ORCH="$PY -m orchestrator.cli.main"
+# ORCH_GPU_DRY_RUN=1: rehearse on the development machine (sshd already on 127.0.0.1:2222, PY given).
+PY=${PY:-/opt/torch/.venv/bin/python3}
+if [ -z "${ORCH_GPU_DRY_RUN:-}" ]; then
+  bash .gpu-carry/start-sshd.sh 2>&1 | tee -a "$log"
+  export PATH=/tmp/ssh/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/ssh/usr/lib/x86_64-linux-gnu:/tmp/ssh/lib/x86_64-linux-gnu
+  $PY -m pip install -q --no-deps --no-build-isolation -e . 2>&1 | tail -2
+fi
+ORCH="$PY -m orchestrator"
 export PYTHONUNBUFFERED=1 ORCH_DB_URL="sqlite:///$work/orch.db" COLUMNS=160
 cat > "$work/inventory.yaml" <<INV
 groups:
@@ -21,7 +24,7 @@ groups:
       h200-0: {address: 127.0.0.1, port: 2222, user: root}
 INV
 export ORCH_INVENTORY="$work/inventory.yaml"
-fp=$(ssh-keygen -lf /tmp/sshd/host_ed25519.pub | awk '{print $2}')
+fp=$(ssh-keygen -lf "${HOSTKEY_PUB:-/tmp/sshd/host_ed25519.pub}" | awk '{print $2}')
 run() { say "orch $*"; $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
 run doctor --hosts h200
 run hosts trust h200-0 --fingerprint "$fp"
@@ -32,13 +35,15 @@ run doctor --hosts h200
 $ORCH doctor --hosts h200 --json > "$work/doctor.json" 2>>"$log"
 run deploy --hosts h200
 run run hbm-bandwidth --hosts h200
-run run moe-sweep --hosts h200 --label "kimi-k2 bf16 H200"
+run run moe-sweep --hosts h200 --label "kimi-k2 bf16 H200" ${MOE_ARGS:-}
 rid=$($ORCH runs list --json 2>/dev/null | $PY -c 'import json,sys; d=json.load(sys.stdin); print([r["id"] for r in d["items"] if r["suite"]=="moe-sweep"][0])')
 $ORCH runs show "$rid" --json > "$work/moe-run.json" 2>>"$log"
 $ORCH serve --port 8765 > "$work/serve.log" 2>&1 & spid=$!
 sleep 4
-curl -s "http://127.0.0.1:8765/api/v1/series?suite=moe-sweep&metric=time_ms&x=M" > "$work/series.json"
-curl -s "http://127.0.0.1:8765/api/v1/series?suite=moe-sweep&metric=gbps&x=M" > "$work/series-gbps.json"
+for m in time_ms gbps; do
+  $PY -c 'import httpx,sys; print(httpx.get(sys.argv[1], timeout=30).text)' \
+    "http://127.0.0.1:8765/api/v1/series?suite=moe-sweep&metric=$m&x=M" > "$work/series-$m.json"
+done
 kill $spid
 nvidia-smi > "$work/nvidia-smi.txt" 2>&1
 $PY -c 'import torch; print(torch.__version__, torch.version.cuda)' > "$work/torch.txt" 2>&1
