@@ -242,6 +242,8 @@ def _fix_for(err: dict[str, Any]) -> str:
         return f"unknown key {key!r}; top-level keys are: defaults, groups, suite_dir; a group has vars and hosts"
     if kind == "literal_error":
         return "connection must be 'ssh' or 'local'"
+    if key == "port":
+        return "port must be a whole number from 1 to 65535, e.g. port: 2222"
     return "see the inventory shape in the README"
 
 
@@ -273,10 +275,10 @@ def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
         raise InventoryError(
             f"{where}: {err['msg']}", _fix_for(dict(err)), path=path, line=_line_of(doc, loc)
         ) from None
-    return _resolve(spec, path)
+    return _resolve(spec, path, doc)
 
 
-def _resolve(spec: InventorySpec, path: str) -> Inventory:
+def _resolve(spec: InventorySpec, path: str, doc: Any = None) -> Inventory:
     hosts: list[Host] = []
     groups: dict[str, tuple[str, ...]] = {}
     seen: dict[str, str] = {}
@@ -289,9 +291,15 @@ def _resolve(spec: InventorySpec, path: str) -> Inventory:
                     f"host {hname!r} appears in groups {seen[hname]!r} and {gname!r}",
                     "a host belongs to one group; use labels for other groupings",
                     path=path,
+                    line=_line_of(doc, ("groups", gname, "hosts", hname)),
                 )
             if hname in spec.groups:
-                raise InventoryError(f"{hname!r} is both a group and a host name", "rename one of them", path=path)
+                raise InventoryError(
+                    f"{hname!r} is both a group and a host name",
+                    "rename one of them",
+                    path=path,
+                    line=_line_of(doc, ("groups", gname, "hosts", hname)),
+                )
             seen[hname] = gname
             members.append(hname)
             hosts.append(_merge(hname, gname, hv or HostVars(), group.vars, spec.defaults))

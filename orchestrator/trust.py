@@ -31,6 +31,7 @@ class Offer:
     verdict: hostkeys.HostKeyVerdict
     known_hosts_file: Path
     hashed: bool
+    host_key_alias: str | None = None  # ssh_config HostKeyAlias: the entry's name, verbatim, never [alias]:port
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +76,7 @@ async def fetch_offer(host: Host, *, timeout_s: float = 10.0) -> Offer:
         verdict,
         user_file,
         target.hash_known_hosts,
+        target.host_key_alias,
     )
 
 
@@ -113,8 +115,10 @@ def record(offer: Offer, *, confirmed_fingerprint: str, replace: bool = False) -
                 f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key",
                 "if the host was reinstalled and you checked the new fingerprint on its console, rerun with --replace",
             )
-        res = hostkeys.remove_host(offer.known_hosts_file, offer.key_name, offer.port)
+        res = hostkeys.remove_host(offer.known_hosts_file, offer.key_name, 0 if offer.host_key_alias else offer.port)
         removed, backup = res.removed_count, res.backup_path
-    line = hostkeys.format_entry(offer.key_name, offer.port, offer.blob, hashed=offer.hashed)
+    line = hostkeys.format_entry(
+        offer.hostname, offer.port, offer.blob, hashed=offer.hashed, host_key_alias=offer.host_key_alias
+    )
     hostkeys.append_entry(offer.known_hosts_file, line)
     return TrustResult(True, line, removed, backup, offer.known_hosts_file)

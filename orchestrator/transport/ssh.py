@@ -217,6 +217,18 @@ class _HostKeyJudge(asyncssh.SSHClient):
         self.known = known
         self.verdict: hostkeys.HostKeyVerdict | None = None
         self.offered_ca: str | None = None
+        self.offered_blob: bytes | None = None
+
+    def connection_made(self, conn: asyncssh.SSHClientConnection) -> None:
+        # asyncssh hands validate_host_ca_key only the CA key, not the certificate; keep the offered blob so
+        # a certificate gets orch's verdict (principal, validity, the @cert-authority line's file:line).
+        validate = conn.validate_server_host_key
+
+        def keep_offered(key_data: bytes) -> asyncssh.SSHKey:
+            self.offered_blob = bytes(key_data)
+            return validate(key_data)
+
+        setattr(conn, "validate_server_host_key", keep_offered)  # noqa: B010 - instance override, not a method
 
     def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         offered = hostkeys.OfferedKey.from_blob(key.public_data)
@@ -236,6 +248,19 @@ class _HostKeyJudge(asyncssh.SSHClient):
         # Reached only for a host certificate; asyncssh then checks principals and validity itself.
         self.offered_ca = hostkeys.fingerprint(key.public_data)
         t = self.target
+        if self.offered_blob is not None:
+            offered = hostkeys.OfferedKey.from_blob(self.offered_blob)
+            if offered.is_cert:
+                self.verdict = hostkeys.judge(
+                    self.known,
+                    t.hostname,
+                    t.port,
+                    offered,
+                    now=time.time(),
+                    host_key_alias=t.host_key_alias,
+                    inventory_name=t.name,
+                )
+                return self.verdict.verdict == "cert-authority"
         return bool(
             hostkeys.is_trusted_ca(self.known, t.hostname, t.port, key.public_data, host_key_alias=t.host_key_alias)
         )

@@ -1,0 +1,188 @@
+"""``orch hosts trust HOST`` against real sshd peers: record only a confirmed fingerprint, replace a changed key
+the way ``ssh-keygen -R`` does (backup kept), write hashed entries under HashKnownHosts — and OpenSSH's own
+``ssh`` / ``ssh-keygen -F`` accept what orch wrote."""
+
+from __future__ import annotations
+
+import getpass
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration import peers
+from tests.integration.peers import doctor_one, entry
+from tests.plugins.sshd import SSH_KEYGEN, ClientHome, SshdBed, SshdHost
+
+pytestmark = pytest.mark.sshd
+
+SSH = shutil.which("ssh") or "/usr/bin/ssh"
+
+
+def _inventory(tmp_path: Path, hosts: dict[str, SshdHost]) -> Path:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(peers.inventory_text({n: entry(h) for n, h in hosts.items()}))
+    return inv
+
+
+def _trust(
+    client_home: ClientHome, inv: Path, tmp_path: Path, name: str, *args: str
+) -> subprocess.CompletedProcess[str]:
+    return peers.orch_cli(
+        "hosts", "trust", name, "--timeout", "5", *args, home=client_home.home, inventory=inv, cwd=tmp_path
+    )
+
+
+def _fp(h: SshdHost) -> str:
+    return peers.fingerprint(h.host_keys["ed25519"].with_suffix(".pub"))
+
+
+def _openssh_login(client_home: ClientHome, h: SshdHost) -> subprocess.CompletedProcess[str]:
+    """Real OpenSSH ``ssh`` with strict host key checking against the client's known_hosts (ssh takes ~ from
+    the password database, not $HOME, so every file is named)."""
+    return subprocess.run(
+        [
+            SSH,
+            "-F",
+            str(client_home.ssh_config),
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            f"UserKnownHostsFile={client_home.known_hosts}",
+            "-o",
+            "GlobalKnownHostsFile=/dev/null",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-i",
+            str(client_home.key),
+            "-p",
+            str(h.port),
+            f"{getpass.getuser()}@{h.address}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+
+
+async def test_unknown_host_recorded_with_matching_fingerprint(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    h = sshd_bed.add("tr-new", trusted=False)
+    inv = _inventory(tmp_path, {"tr-new": h})
+    assert (await doctor_one("tr-new", entry(h))).check("hostkey").data["verdict"] == "unknown"
+    assert _openssh_login(client_home, h).returncode == 255  # OpenSSH refuses it too
+
+    res = _trust(client_home, inv, tmp_path, "tr-new", "--fingerprint", _fp(h))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert _fp(h) in res.stdout
+    lines = client_home.known_hosts.read_text().splitlines()
+    assert lines == [h.known_hosts_line()]  # `[addr]:port ssh-ed25519 BASE64`, as ssh writes it
+
+    hk = (await doctor_one("tr-new", entry(h))).check("hostkey")
+    assert (hk.status, hk.data["verdict"]) == ("ok", "match"), hk.detail
+    login = _openssh_login(client_home, h)
+    assert login.returncode == 0, login.stderr
+
+    again = _trust(client_home, inv, tmp_path, "tr-new", "--fingerprint", _fp(h))
+    assert again.returncode == 0
+    assert "already trusted (match)" in again.stdout
+    assert client_home.known_hosts.read_text().splitlines() == lines
+
+
+async def test_wrong_fingerprint_is_refused_and_nothing_written(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    h = sshd_bed.add("tr-wrong", trusted=False)
+    other = sshd_bed.add("tr-other", trusted=False, start=False)  # a real key, but not this host's
+    inv = _inventory(tmp_path, {"tr-wrong": h})
+    before = client_home.known_hosts.read_bytes()
+    res = _trust(client_home, inv, tmp_path, "tr-wrong", "--fingerprint", _fp(other))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"is not the one the host offers ({_fp(h)})" in " ".join((res.stdout + res.stderr).split())
+    assert client_home.known_hosts.read_bytes() == before
+    assert not (client_home.ssh_dir / "known_hosts.old").exists()
+    assert (await doctor_one("tr-wrong", entry(h))).check("hostkey").data["verdict"] == "unknown"
+
+
+async def test_changed_key_needs_replace_which_keeps_a_backup(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    bystander = sshd_bed.add("tr-bystander", start=False)  # line 1: another host's entry must survive
+    h = sshd_bed.add("tr-changed", key_types=("ed25519", "ecdsa"))  # lines 2-3: both of its keys
+    client_home.trust(f"@cert-authority [{h.address}]:{h.port} {bystander.pubkey_line()}")  # line 4: kept
+    old_text = client_home.known_hosts.read_text()
+    h.reinstall("ed25519")
+    h.reinstall("ecdsa")
+    inv = _inventory(tmp_path, {"tr-changed": h})
+    assert (await doctor_one("tr-changed", entry(h))).check("hostkey").data["verdict"] == "changed"
+
+    refused = _trust(client_home, inv, tmp_path, "tr-changed", "--fingerprint", _fp(h))
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "--replace" in refused.stdout + refused.stderr
+    assert client_home.known_hosts.read_text() == old_text
+    assert not (client_home.ssh_dir / "known_hosts.old").exists()
+
+    res = _trust(client_home, inv, tmp_path, "tr-changed", "--fingerprint", _fp(h), "--replace")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "removed 2 old entries" in res.stdout
+    assert (client_home.ssh_dir / "known_hosts.old").read_text() == old_text
+    assert client_home.known_hosts.read_text().splitlines() == [
+        bystander.known_hosts_line(),
+        f"@cert-authority [{h.address}]:{h.port} {bystander.pubkey_line()}",
+        h.known_hosts_line("ed25519"),
+    ]
+    hk = (await doctor_one("tr-changed", entry(h))).check("hostkey")
+    assert (hk.status, hk.data["verdict"]) == ("ok", "match"), hk.detail
+    assert _openssh_login(client_home, h).returncode == 0
+
+
+async def test_hash_known_hosts_yes_writes_a_hashed_entry(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    h = sshd_bed.add("tr-hashed", trusted=False)
+    client_home.add_config("Host *\n  HashKnownHosts yes\n")
+    inv = _inventory(tmp_path, {"tr-hashed": h})
+    res = _trust(client_home, inv, tmp_path, "tr-hashed", "--fingerprint", _fp(h))
+    assert res.returncode == 0, res.stdout + res.stderr
+    text = client_home.known_hosts.read_text()
+    assert text.startswith("|1|") and h.address not in text
+    assert len(text.splitlines()) == 1
+    # OpenSSH finds it under the bracketed name, and logs in with strict checking.
+    found = subprocess.run(
+        [SSH_KEYGEN, "-F", f"[{h.address}]:{h.port}", "-f", str(client_home.known_hosts)],
+        capture_output=True,
+        text=True,
+    )
+    assert found.returncode == 0 and "|1|" in found.stdout
+    assert _openssh_login(client_home, h).returncode == 0
+    hk = (await doctor_one("tr-hashed", entry(h))).check("hostkey")
+    assert (hk.status, hk.data["verdict"]) == ("ok", "match"), hk.detail
+
+
+async def test_host_key_alias_trust_records_under_the_alias(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    h = sshd_bed.add("tr-alias", trusted=False)
+    client_home.add_config(f"Host tr-alias\n  HostName {h.address}\n  Port {h.port}\n  HostKeyAlias tr-alias-key\n")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(peers.inventory_text({"tr-alias": {}}))
+    res = _trust(client_home, inv, tmp_path, "tr-alias", "--fingerprint", _fp(h))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert client_home.known_hosts.read_text().splitlines() == ["tr-alias-key " + " ".join(h.pubkey_line().split()[:2])]
+    hk = (await doctor_one("tr-alias", {})).check("hostkey")
+    assert (hk.status, hk.data["verdict"], hk.data["lookup_name"]) == ("ok", "match", "tr-alias-key"), hk.detail
+
+    # Reinstalled: the hint and --replace use the alias as ssh-keygen -R would (no port on an alias).
+    h.reinstall()
+    changed = (await doctor_one("tr-alias", {})).check("hostkey")
+    assert changed.data["verdict"] == "changed"
+    assert f'ssh-keygen -f "{client_home.known_hosts}" -R "tr-alias-key"' in changed.data["hint"]
+    res = _trust(client_home, inv, tmp_path, "tr-alias", "--fingerprint", _fp(h), "--replace")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert client_home.known_hosts.read_text().splitlines() == ["tr-alias-key " + " ".join(h.pubkey_line().split()[:2])]
+    assert (await doctor_one("tr-alias", {})).check("hostkey").data["verdict"] == "match"

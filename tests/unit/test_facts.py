@@ -1,0 +1,147 @@
+"""orchestrator.facts parsers and doctor's pure gpus/disk checks, on nvidia-smi output recorded on an H200."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.doctor import disk_check, gpus_check
+from orchestrator.facts import GpuInfo, gpus_from_facts, host_facts_summary, parse_nvidia_smi_csv
+
+SMI = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
+ISSUE_FIELDS = ("name", "uuid", "driver_version", "memory.total", "clocks.max.mem")
+
+
+def _facts(stdout: str, *, found: bool = True, rc: int | None = 0, stderr: str = "") -> dict[str, Any]:
+    return {"nvidia_smi": {"found": found, "rc": rc, "stdout": stdout, "stderr": stderr}}
+
+
+def test_the_h200_line_from_the_issue_noheader() -> None:
+    gpus = parse_nvidia_smi_csv((SMI / "h200_noheader.csv").read_text(), fields=ISSUE_FIELDS)
+    assert gpus == [
+        GpuInfo(
+            index=0,
+            name="NVIDIA H200",
+            uuid="GPU-ec9f915a-f1aa-9f2e-7716-91cf0b3784e8",
+            driver_version="580.159.04",
+            memory_mib=143771,
+            clock_max_sm_mhz=None,
+            clock_max_mem_mhz=3201,
+        )
+    ]
+
+
+def test_clocks_max_memory_alias_in_fields() -> None:
+    fields = ("name", "uuid", "driver_version", "memory.total", "clocks.max.memory")
+    gpus = parse_nvidia_smi_csv((SMI / "h200_noheader.csv").read_text(), fields=fields)
+    assert gpus[0].clock_max_mem_mhz == 3201
+
+
+def test_recorded_h200_with_header() -> None:
+    text = (SMI / "h200x1_header.csv").read_text()
+    assert text.splitlines()[0] == (
+        "name, uuid, driver_version, memory.total [MiB], clocks.max.sm [MHz], clocks.max.memory [MHz], "
+        "ecc.mode.current, pci.bus_id"
+    )
+    (g,) = parse_nvidia_smi_csv(text)
+    assert g == GpuInfo(0, "NVIDIA H200", "GPU-5ec90601-772b-3f3e-4a44-5cc5a77333dc", "580.159.04", 143771, 1980,
+                        3201, "Enabled", "00000000:00:06.0")  # fmt: skip
+
+
+def test_recorded_h200_nounits_parses_the_same() -> None:
+    with_units = parse_nvidia_smi_csv((SMI / "h200x1_header.csv").read_text())
+    assert parse_nvidia_smi_csv((SMI / "h200x1_nounits.csv").read_text()) == with_units
+
+
+def test_eight_gpus_with_na_values() -> None:
+    gpus = parse_nvidia_smi_csv((SMI / "h200x8_header.csv").read_text())
+    assert [g.index for g in gpus] == list(range(8))
+    assert {g.name for g in gpus} == {"NVIDIA H200"}
+    assert len({g.uuid for g in gpus}) == 8
+    assert gpus[0].uuid == "GPU-ec9f915a-f1aa-9f2e-7716-91cf0b3784e8"
+    assert all(g.memory_mib == 143771 and g.driver_version == "580.159.04" for g in gpus)
+    assert gpus[5].ecc is None and gpus[4].ecc == "Enabled"  # [N/A]
+    assert gpus[7].clock_max_sm_mhz is None and gpus[6].clock_max_sm_mhz == 1980  # [N/A]
+    assert gpus[7].clock_max_mem_mhz == 3201
+    assert [g.pci_bus_id for g in gpus][:2] == ["00000000:18:00.0", "00000000:2A:00.0"]
+
+
+@pytest.mark.parametrize("value", ["[N/A]", "N/A", "[Not Supported]", "Not Supported", ""])
+def test_unavailable_values_become_none(value: str) -> None:
+    text = f"name, memory.total [MiB], ecc.mode.current\nNVIDIA H200, {value}, {value}\n"
+    (g,) = parse_nvidia_smi_csv(text)
+    assert (g.memory_mib, g.ecc) == (None, None)
+
+
+def test_wrong_column_count_names_the_line() -> None:
+    text = (SMI / "h200x8_header.csv").read_text().splitlines()
+    text[3] = text[3].rsplit(",", 1)[0]  # drop the bus id of the third GPU
+    with pytest.raises(ValueError, match=r"nvidia-smi line 3 has 7 columns, expected 8"):
+        parse_nvidia_smi_csv("\n".join(text))
+
+
+def test_empty_output_is_no_gpu() -> None:
+    assert parse_nvidia_smi_csv("") == []
+    assert parse_nvidia_smi_csv("\n\n") == []
+
+
+def test_gpus_from_facts_ignores_missing_or_failed_nvidia_smi() -> None:
+    text = (SMI / "h200x8_header.csv").read_text()
+    assert len(gpus_from_facts(_facts(text))) == 8
+    assert gpus_from_facts(_facts(text, found=False)) == []
+    assert gpus_from_facts(_facts(text, rc=9)) == []
+    assert gpus_from_facts({}) == []
+
+
+def test_gpus_check_statuses() -> None:
+    ok = gpus_check(_facts((SMI / "h200x8_header.csv").read_text()))
+    assert (ok.status, ok.detail, ok.data["count"]) == ("ok", "8x NVIDIA H200, 143771 MiB each, driver 580.159.04", 8)
+    missing = gpus_check(_facts("", found=False, rc=None, stderr="nvidia-smi not found on PATH"))
+    assert (missing.status, missing.detail) == ("warn", "no GPU: nvidia-smi not found on the host")
+    none = gpus_check(_facts("name, uuid\n"))
+    assert (none.status, none.detail) == ("warn", "no GPU: nvidia-smi lists none")
+    driver = gpus_check(
+        _facts(
+            "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that "
+            "the latest NVIDIA driver is installed and running.\n",
+            rc=9,
+        )
+    )
+    assert driver.status == "fail"
+    assert driver.detail.startswith("nvidia-smi failed (exit 9): NVIDIA-SMI has failed because")
+    assert "driver" in driver.data["hint"]
+    garbled = gpus_check(_facts("name, uuid\nNVIDIA H200\n"))
+    assert garbled.status == "fail" and garbled.detail.startswith("cannot parse nvidia-smi output")
+
+
+def test_host_facts_summary_carries_provenance() -> None:
+    facts = _facts((SMI / "h200x1_header.csv").read_text())
+    facts["torch"] = {"version": "2.8.0+cu128", "cuda_version": "12.8", "cuda_available": True}
+    s = host_facts_summary(facts)
+    assert s["gpu_name"] == "NVIDIA H200"
+    assert s["gpu_count"] == 1
+    assert s["gpu_uuids"] == ["GPU-5ec90601-772b-3f3e-4a44-5cc5a77333dc"]
+    assert (s["driver"], s["clocks_max_sm_mhz"], s["clocks_max_mem_mhz"], s["ecc"]) == (
+        "580.159.04",
+        1980,
+        3201,
+        "Enabled",
+    )
+    assert (s["torch"], s["cuda"]) == ("2.8.0+cu128", "12.8")
+
+
+@pytest.mark.parametrize(
+    ("free", "status"),
+    [(500 * 10**6, "fail"), (10 * 10**9, "warn"), (68_578_856_960, "ok")],  # the last: df -B1 on the H200 box
+)
+def test_disk_check_thresholds(free: int, status: str) -> None:
+    c = disk_check({"disk": {"path": "/root/.orch", "free_bytes": free, "total_bytes": 270_553_174_016}})
+    assert c.status == status
+    assert c.detail.startswith(f"{free / 1e9:.1f} GB free at /root/.orch")
+    assert c.data["free_bytes"] == free
+
+
+def test_disk_check_unknown() -> None:
+    assert disk_check({}).status == "warn"
