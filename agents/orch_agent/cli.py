@@ -10,7 +10,7 @@ run; 1 anything unexpected. Errors are ``{"error": message, "code": short_name}`
   ``spec.json``, launch the worker detached (own session), write ``pid``; prints ``{"run_id", "pid", "spool",
   "started": true}`` and exits at once. Starting a run whose spool already has ``done`` prints its status with
   ``"started": false`` (idempotent, for resume).
-- ``follow RUN_ID --from SEQ [--poll-s 0.1]``: spool lines from line SEQ on, raw and flushed per line, until
+- ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
   the ``done`` line.
 - ``cancel RUN_ID``: SIGTERM the worker's process group, SIGKILL after 10 s, write ``done`` (cancelled) if the
   worker could not; prints ``{"run_id", "was_running", "killed"}``.
@@ -277,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--from", dest="from_seq", type=int, default=0, help="first line (seq) to print, default 0"
     )
     p.add_argument(
-        "--poll-s", type=float, default=0.1, help="seconds between polls of the spool, default 0.1"
+        "--poll-s", type=float, default=0.02, help="seconds between polls of the spool, default 0.02"
     )
     home(p)
     p.set_defaults(fn=cmd_follow)

@@ -24,6 +24,7 @@ exactly these keys (sizes in bytes):
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -73,6 +74,13 @@ def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
         "devices": [],
         "error": None,
     }
+    try:
+        # No torch at all: say so without paying for a child interpreter (same text as the ImportError).
+        if importlib.util.find_spec("torch") is None:
+            base["error"] = "No module named 'torch'"
+            return base
+    except (ImportError, ValueError):
+        pass
     try:
         proc = subprocess.run(
             [sys.executable or "python3", "-c", _TORCH_PROBE],
