@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -58,6 +59,19 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
         )
     app.add_exception_handler(OrchError, _orch_error)
+
+    @app.middleware("http")
+    async def reject_nul(request: Request, call_next: Any) -> Any:
+        # PostgreSQL text cannot hold NUL; no name, label or id orch stores contains one: a 422, never a 500.
+        for key, value in request.query_params.multi_items():
+            if "\x00" in key or "\x00" in value:
+                shown = key.replace("\x00", "?")
+                return JSONResponse(  # FastAPI's own validation-error shape, as the OpenAPI schema says
+                    status_code=422,
+                    content={"detail": [{"loc": ["query", shown], "type": "value_error",
+                                         "msg": f"query parameter {shown!r} contains a NUL character"}]},
+                )  # fmt: skip
+        return await call_next(request)
 
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_read)], responses=_ERRORS)
     for module in (hosts, runs, results, series, compare):
