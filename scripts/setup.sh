@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up orch on a fresh Debian machine: system packages (as root, only what is missing), a virtual
-# environment in .venv with orch, its dev tools and the CPU build of torch (the local host runs suites on CPU).
+# environment in .venv with orch, its dev tools (transformers among them) and the CPU build of torch (the local host
+# runs suites on CPU).
 # Usage: scripts/setup.sh [--system]   --system also installs the test bed's Debian packages
 # (openssh-server, postgresql, docker-compose).
 set -euo pipefail
@@ -34,4 +35,6 @@ fi
 .venv/bin/python -c 'import torch' 2>/dev/null || \
   .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy 2>&1 | grep -v '^WARNING: Location' || true
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -c 'import orchestrator, torch, asyncssh' >/dev/null
+# transformers comes with .[dev]: the decode suite's model, imported by the agent under this python on the
+# local host and the test bed's hosts.
+.venv/bin/python -c 'import orchestrator, torch, asyncssh, transformers' >/dev/null

@@ -1,10 +1,12 @@
 """The built-in suites: ``moe-sweep`` (bench ``moe_gemm``), ``hbm-bandwidth`` (bench ``hbm``), ``noop`` (bench
-``sleep``) — pure definitions, registered by ``registry.builtin_registry()``."""
+``sleep``), ``decode`` (bench ``decode``, defined in ``builtin_decode.py``) — pure definitions,
+registered by ``registry.builtin_registry()``."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from orchestrator.suites.builtin_decode import DECODE
 from orchestrator.suites.registry import Param, ParamValue, Preset, SuiteDef, run_params
 
 POWERS_OF_TWO_TO_4096 = [2**i for i in range(13)]  # 1, 2, 4, ..., 4096
@@ -123,4 +125,4 @@ NOOP = SuiteDef(
     ),
 )
 
-BUILTIN_SUITES: tuple[SuiteDef, ...] = (MOE_SWEEP, HBM_BANDWIDTH, NOOP)
+BUILTIN_SUITES: tuple[SuiteDef, ...] = (MOE_SWEEP, HBM_BANDWIDTH, NOOP, DECODE)
