@@ -45,7 +45,8 @@ from orchestrator.fanout import fanout
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event, parse_line
 from orchestrator.store.repo import Store
-from orchestrator.suites.registry import RunSpec, get_suite, resolve
+from orchestrator.suites.command import command_result
+from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import Transport
 
@@ -137,13 +138,16 @@ class StoreWriter:
         self._pool.shutdown(wait=True)
 
 
-def validate_request(req: RunRequest) -> None:
+def validate_request(req: RunRequest, registry: Registry | None = None) -> None:
     """Reject an unknown suite, preset or parameter before anything starts (for CPU and CUDA hosts alike)."""
-    get_suite(req.suite)
+    get_suite(req.suite, registry)
     errors: list[SuiteError] = []
     for cuda in (False, True):
         try:
-            resolve(req.suite, req.sets, preset=req.preset, repeat=req.repeat, cuda=cuda, run_id="check", seed=req.seed)
+            resolve(
+                req.suite, req.sets, preset=req.preset, repeat=req.repeat, cuda=cuda, run_id="check", seed=req.seed,
+                registry=registry,
+            )  # fmt: skip
         except SuiteError as exc:
             errors.append(exc)
     if len(errors) == 2:  # invalid whatever the host: a real input error
@@ -262,6 +266,7 @@ class _HostRun:
             cuda=bool(torch.get("cuda_available")),
             run_id=self.r.run_id,
             seed=self.r.req.seed,
+            registry=self.r.registry,
         )
         if spec["bench"] in BENCHES_NEEDING_TORCH and not torch.get("ok"):
             python = helper_python(self.host)
@@ -275,7 +280,11 @@ class _HostRun:
         return spec, summary
 
     def enrich(self, ev: Event) -> Event:
-        """Add the roofline figures to a result (the measured-roof % is computed by the store at query time)."""
+        """Parse a command suite's output into metrics and references; add the roofline figures to a result (the
+        measured-roof % is computed by the store at query time)."""
+        command = self.r.registry.get(self.r.req.suite).command
+        if command is not None:
+            ev = command_result(command, ev, self.host.group)
         out = enrich_event(self.r.req.suite, ev, self.gpu)
         m = out.case.get("M") if out.case else None
         metrics = out.data.get("metrics")
@@ -378,17 +387,26 @@ class _HostRun:
 
 
 class Runner:
-    def __init__(self, inventory: Inventory, store: Store, req: RunRequest, observer: Observer | None = None) -> None:
+    def __init__(
+        self,
+        inventory: Inventory,
+        store: Store,
+        req: RunRequest,
+        observer: Observer | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        """``registry``: the suites to run from (default: the built-ins; the CLI adds the user suite files)."""
         self.inventory = inventory
         self.store = store
         self.req = req
+        self.registry = registry or builtin_registry()
         self.observer: Observer = observer or NullObserver()
         self.writer = StoreWriter(store)
         self.run_id = ""
 
     async def run(self) -> RunOutcome:
         """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
-        validate_request(self.req)
+        validate_request(self.req, self.registry)
         hosts = self.inventory.select(self.req.selector)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed}
         for h in hosts:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -12,6 +14,7 @@ from orchestrator.settings import Settings
 if TYPE_CHECKING:
     from orchestrator.inventory import Inventory
     from orchestrator.store.repo import Store
+    from orchestrator.suites.registry import Registry
 
 
 @dataclass
@@ -41,6 +44,16 @@ class AppContext:
 
     def store_or_none(self) -> Store | None:
         return self.store()
+
+    def registry(self, extra_dirs: Sequence[Path] = ()) -> Registry:
+        """Built-in and packaged suites plus the user suite files of ``extra_dirs`` (``--suite-dir``),
+        ``ORCH_SUITE_DIR`` and the inventory's ``suite_dir`` (the inventory is read only when its file exists)."""
+        from orchestrator.suites.loader import load_registry, suite_dirs
+
+        inv = self.inventory() if Path(self.settings.inventory).is_file() else None
+        return load_registry(
+            suite_dirs(extra_dirs, self.settings.suite_dir, inv.suite_dir if inv else None, inv.path if inv else ".")
+        )
 
 
 def app_context(ctx: typer.Context) -> AppContext:

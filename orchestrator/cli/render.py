@@ -125,8 +125,9 @@ def suites_table(rows: list[dict[str, Any]]) -> None:
     table.add_column("suite", style="bold")
     table.add_column("bench")
     table.add_column("description", overflow="fold")
+    table.add_column("source", overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["bench"], r["description"])
+        table.add_row(r["name"], r["bench"], r["description"], r.get("source", "built-in"))
     console().print(table)
 
 
@@ -159,6 +160,38 @@ def suite_detail(doc: dict[str, Any]) -> None:
         c.print(presets)
         d = doc["default_preset"]
         c.print(f"default preset: {d['cuda'] or '-'} on a CUDA host, {d['cpu'] or '-'} without CUDA")
+    if doc.get("command"):
+        _command_suite_detail(doc)
+
+
+def _command_suite_detail(doc: dict[str, Any]) -> None:
+    """The suite-file part of ``orch suites show``: source, argv template, grid, parser, metrics, references."""
+    import shlex
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = console()
+    c.print(f"source: {doc['source']}", soft_wrap=True)
+    c.print("command: " + escape(shlex.join(doc["command"])), soft_wrap=True)
+    if doc.get("env"):
+        c.print("env: " + escape(" ".join(f"{k}={v}" for k, v in doc["env"].items())), soft_wrap=True)
+    grid = escape(json.dumps(doc["grid"]))
+    c.print(f"timeout per run: {doc['timeout_s']:g} s; grid: {grid}; parser: {doc['parser']}")
+    metrics = Table(title="Metrics", title_justify="left")
+    for col in ("metric", "field", "unit"):
+        metrics.add_column(col)
+    for m in doc["metrics"]:
+        metrics.add_row(m["name"], m["path"], m["unit"])
+    c.print(metrics)
+    if doc.get("references"):
+        refs = Table(title="References (per host group)", title_justify="left")
+        for col in ("group", "metric", "bound"):
+            refs.add_column(col)
+        for group, bounds in doc["references"].items():
+            for metric, text in bounds.items():
+                refs.add_row(group, metric, escape(text))
+        c.print(refs)
 
 
 def trust_offer(offer: Any) -> None:

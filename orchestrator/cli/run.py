@@ -42,6 +42,10 @@ def run(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")
     ] = 10.0,
+    suite_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--suite-dir", help="Directory of user suite files (*.yaml), repeatable; also ORCH_SUITE_DIR."),
+    ] = None,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
     from orchestrator.runner import Runner, RunRequest
@@ -62,7 +66,7 @@ def run(
         timeout_s=timeout,
     )
     with render.RunProgress(enabled=not json_out) as progress:
-        runner = Runner(app.inventory(), store, req, progress)
+        runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
         outcome = asyncio.run(runner.resume(store.resolve_run_id(resume)) if resume else runner.run())
     if json_out:
         render.print_json(outcome.to_dict())

@@ -27,9 +27,12 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from orchestrator.errors import SuiteError
+
+if TYPE_CHECKING:
+    from orchestrator.suites.command import CommandSuite
 
 ParamType = Literal["int", "float", "str", "int-list"]
 ParamValue = int | float | str | list[int]
@@ -48,7 +51,7 @@ class RunSpec(TypedDict):
     run_id: str
     suite: str
     bench: str
-    cases: list[dict[str, ParamValue]]
+    cases: list[dict[str, Any]]
     repeat: int
     warmup: int
     device: str
@@ -217,6 +220,8 @@ class SuiteDef:
     default_preset_cuda: str | None = None
     default_preset_cpu: str | None = None
     checks: tuple[Check, ...] = field(default=(), repr=False)
+    command: CommandSuite | None = field(default=None, repr=False)
+    """Set for suites declared in YAML (bench ``command``): the argv template, grid, parser, references."""
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.params]
@@ -280,6 +285,7 @@ class SuiteDef:
                 {"name": p.name, "description": p.description, "values": dict(p.values)} for p in self.presets
             ],
             "default_preset": {"cuda": self.default_preset_cuda, "cpu": self.default_preset_cpu},
+            **(self.command.describe() if self.command is not None else {"source": "built-in"}),
         }
 
 
@@ -410,7 +416,9 @@ def _as_int(v: ParamValue) -> int:
     return v
 
 
-def _cases(sd: SuiteDef, values: Mapping[str, ParamValue]) -> list[dict[str, ParamValue]]:
+def _cases(sd: SuiteDef, values: Mapping[str, ParamValue]) -> list[dict[str, Any]]:
+    if sd.command is not None:
+        return sd.command.cases(values)
     case_params: Sequence[Param] = [p for p in sd.params if p.scope == "case"]
     if sd.sweep is None:
         return [{p.name: values[p.name] for p in case_params}]

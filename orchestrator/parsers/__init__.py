@@ -1,0 +1,35 @@
+"""Parsers of benchmark tools' outputs into metric values — pure (STYLE rule 6: the command runs on the host,
+its output is parsed here, and each parser is tested on recorded samples in ``tests/fixtures/engines/``).
+
+One module per format; ``PARSERS`` maps a suite file's ``parser:`` name to its :class:`ParserDef`:
+
+=================== =====================================================================================
+``json``            one JSON object; metrics are dotted field paths (``results.0.busbw``)
+``jsonl``           JSON lines; each metric from the last line that has its path
+``regex``           named groups of a pattern; each metric from the last match
+``sglang-one-batch`` SGLang ``bench_one_batch`` result JSONL
+``sglang-serving``  SGLang ``bench_serving`` result JSONL (``accept_length`` when speculative)
+``vllm-serve``      vLLM ``bench serve --save-result`` JSON (``spec_decode_acceptance_length`` when present)
+``vllm-latency``    vLLM ``bench latency --output-json`` JSON
+=================== =====================================================================================
+"""
+
+from __future__ import annotations
+
+from orchestrator.parsers import json_doc, jsonl, regex, sglang_one_batch, sglang_serving, vllm_latency, vllm_serve
+from orchestrator.parsers.base import ParseError, ParserDef, Record, extract, lookup
+
+PARSERS: dict[str, ParserDef] = {
+    p.name: p
+    for p in (
+        json_doc.PARSER,
+        jsonl.PARSER,
+        regex.PARSER,
+        sglang_one_batch.PARSER,
+        sglang_serving.PARSER,
+        vllm_serve.PARSER,
+        vllm_latency.PARSER,
+    )
+}
+
+__all__ = ["PARSERS", "ParseError", "ParserDef", "Record", "extract", "lookup"]

@@ -1,0 +1,312 @@
+"""Suites that run an engine build's own benchmark command (declared in YAML, bench ``command``) — pure.
+
+The pieces a loaded suite file becomes (``loader.py`` builds them, ``registry.resolve`` and the runner use them):
+
+- the **argv template**: items with ``{param}`` placeholders (``{{``/``}}`` for literal braces), ``{build}`` (the
+  host's deployed build, ``~/.orch/builds/current``) and ``{output}`` (a fresh file per run whose content is
+  parsed instead of stdout, for tools that write results to a file). ``{build}`` and ``{output}`` are sent as the
+  tokens ``{orch_build}`` / ``{orch_output}`` and resolved by the agent on the host, so a case's argv is the
+  same on every host and for every build;
+- the **grid**: a tree of ``cross`` (cartesian product) and ``zip`` (pairwise, equal lengths) nodes over the
+  suite's list parameters; one case per point;
+- the **parser** and the **metrics** it extracts (name -> field path and unit);
+- **references** per host group (``*`` = every group; a group's own entry wins per metric): bounds that turn
+  into pass/fail per case.
+
+A case sent to the agent is ``{param: value, ..., "argv": [...], "env": {...}, "timeout_s": float}``; the runner
+moves ``argv``/``env``/``timeout_s`` out of the stored case (:func:`command_result`), so results are keyed and
+plotted by the parameters alone.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.errors import SuiteError
+from orchestrator.parsers import PARSERS, ParseError, extract
+from orchestrator.protocol import Event, Metric, parse_metric
+
+BUILD_TOKEN = "{orch_build}"
+OUTPUT_TOKEN = "{orch_output}"
+BUILTIN_PLACEHOLDERS = {"build": BUILD_TOKEN, "output": OUTPUT_TOKEN}
+CASE_COMMAND_KEYS = ("argv", "env", "timeout_s")
+STORED_OUTPUT_CHARS = 16 * 1024  # what is kept of the parsed output in a stored result: enough to debug a parser
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+_UNIT = r"(?P<unit>[^\d\s±<>=+][^\s]*)?"
+_REF_CMP = re.compile(rf"^\s*(?P<op>>=|<=|≥|≤)\s*(?P<num>{_NUM})\s*{_UNIT}\s*$")
+_REF_TOL = re.compile(rf"^\s*(?P<num>{_NUM})\s*{_UNIT}\s*(?:±|\+-|\+/-)\s*(?P<tol>{_NUM})\s*(?P<pct>%)?\s*$")
+_REF_RANGE = re.compile(rf"^\s*(?P<lo>{_NUM})\s*\.\.\s*(?P<hi>{_NUM})\s*{_UNIT}\s*$")
+
+
+def placeholders(template: str) -> list[str]:
+    """The placeholder names in ``template``. Raises ValueError on a lone brace or an empty/odd name."""
+    names = []
+    for m in _PLACEHOLDER.finditer(template):
+        tok = m.group(0)
+        if tok in ("{{", "}}"):
+            continue
+        if m.group(1) is None:
+            raise ValueError(f"lone {tok!r} in {template!r}; write {tok * 2} for a literal brace")
+        name = m.group(1)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"placeholder {{{name}}} in {template!r} is not a parameter name")
+        names.append(name)
+    return names
+
+
+def render(template: str, values: Mapping[str, Any]) -> str:
+    """``template`` with each ``{name}`` replaced by ``values[name]`` (already checked by the loader)."""
+
+    def sub(m: re.Match[str]) -> str:
+        tok = m.group(0)
+        if tok in ("{{", "}}"):
+            return tok[0]
+        v = values[m.group(1)]
+        return ",".join(str(x) for x in v) if isinstance(v, list) else str(v)
+
+    return _PLACEHOLDER.sub(sub, template)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A reference: ``lower <= value <= upper`` (either side may be open), written as ``text``."""
+
+    text: str
+    lower: float | None
+    upper: float | None
+    unit: str | None
+
+    def check(self, value: float) -> bool:
+        return (self.lower is None or value >= self.lower) and (self.upper is None or value <= self.upper)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bound": self.text, "lower": self.lower, "upper": self.upper}
+
+
+def parse_bound(text: str) -> Bound:
+    """Parse a reference string: ``>= 120 tok/s``, ``<= 2 ms``, ``1.2 ms ±10%`` (relative), ``1.2 ms ±0.1``
+    (absolute, ``+-`` also accepted) or ``100..140 tok/s``; bounds are inclusive and the unit is optional.
+    Raises ValueError listing the accepted forms."""
+    if m := _REF_CMP.match(text):
+        x = float(m["num"])
+        lower, upper = (x, None) if m["op"] in (">=", "≥") else (None, x)
+        return Bound(text.strip(), lower, upper, m["unit"])
+    if m := _REF_TOL.match(text):
+        x, tol = float(m["num"]), float(m["tol"])
+        delta = abs(x) * tol / 100 if m["pct"] else tol
+        return Bound(text.strip(), x - delta, x + delta, m["unit"])
+    if m := _REF_RANGE.match(text):
+        lo, hi = float(m["lo"]), float(m["hi"])
+        if lo > hi:
+            raise ValueError(f"reference {text!r}: the range's low end is above its high end")
+        return Bound(text.strip(), lo, hi, m["unit"])
+    raise ValueError(
+        f"reference {text!r} is not a bound; write '>= 120 tok/s', '<= 2 ms', '1.2 ms ±10%', "
+        "'1.2 ms ±0.1' or '100..140 tok/s'"
+    )
+
+
+Grid = tuple[str, tuple["str | Grid", ...]]
+"""A grid node: ``("cross" | "zip", children)``; a child is a list-parameter name or a node."""
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    name: str
+    path: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class CommandSuite:
+    """Everything of a YAML suite beyond its parameters. ``source`` is the file it came from."""
+
+    source: str
+    argv: tuple[str, ...]
+    env: Mapping[str, str]
+    timeout_s: float
+    grid: Grid | None
+    parser: str
+    pattern: str | None
+    metrics: tuple[MetricDef, ...]
+    references: Mapping[str, Mapping[str, Bound]] = field(default_factory=dict)
+    scalars: tuple[str, ...] = ()
+    """Case parameters that are not grid axes, in declaration order (copied into every case)."""
+
+    def cases(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """One case per grid point: the parameters, then ``argv``, ``env``, ``timeout_s``. Raises SuiteError
+        when zipped axes have different lengths."""
+        points = _expand(self.grid, values) if self.grid is not None else [{}]
+        out = []
+        for point in points:
+            case: dict[str, Any] = {name: values[name] for name in self.scalars}
+            case.update(point)
+            subst = {**case, **BUILTIN_PLACEHOLDERS}
+            case["argv"] = [render(t, subst) for t in self.argv]
+            case["env"] = {k: render(v, subst) for k, v in self.env.items()}
+            case["timeout_s"] = self.timeout_s
+            out.append(case)
+        return out
+
+    def references_for(self, group: str) -> dict[str, Bound]:
+        """The bounds that apply to a host of ``group``: ``*``'s, overridden per metric by the group's."""
+        return {**self.references.get("*", {}), **self.references.get(group, {})}
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "command": list(self.argv),
+            "env": dict(self.env),
+            "timeout_s": self.timeout_s,
+            "grid": _grid_doc(self.grid) if self.grid is not None else None,
+            "parser": self.parser,
+            "metrics": [{"name": m.name, "path": m.path, "unit": m.unit} for m in self.metrics],
+            "references": {g: {k: b.text for k, b in refs.items()} for g, refs in self.references.items()},
+        }
+
+
+def _grid_doc(node: Grid) -> dict[str, Any]:
+    kind, children = node
+    return {kind: [c if isinstance(c, str) else _grid_doc(c) for c in children]}
+
+
+def _expand(node: Grid, values: Mapping[str, Any]) -> list[dict[str, Any]]:
+    kind, children = node
+    parts: list[list[dict[str, Any]]] = []
+    for child in children:
+        if isinstance(child, str):
+            axis = values[child]
+            parts.append([{child: x} for x in (axis if isinstance(axis, list) else [axis])])
+        else:
+            parts.append(_expand(child, values))
+    if kind == "zip":
+        lengths = {len(p) for p in parts}
+        if len(lengths) > 1:
+            sizes = ", ".join(f"{_axes(c)}: {len(p)}" for c, p in zip(children, parts, strict=True))
+            raise SuiteError(
+                f"zipped axes have different lengths ({sizes})", "give zipped parameters the same number of values"
+            )
+        return [_merge(combo) for combo in zip(*parts, strict=True)]
+    return [_merge(combo) for combo in itertools.product(*parts)]
+
+
+def _axes(node: str | Grid) -> str:
+    return node if isinstance(node, str) else "+".join(_axes(c) for c in node[1])
+
+
+def _merge(dicts: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for d in dicts:
+        out.update(d)
+    return out
+
+
+def _summary(values: list[float], unit: str) -> Metric:
+    if len(values) == 1:
+        return Metric(value=values[0], unit=unit)
+    s = sorted(values)
+    q = statistics.quantiles(s, n=10, method="inclusive")
+    med = statistics.median(s)
+    return Metric(value=med, unit=unit, median=med, p10=q[0], p90=q[-1], min=s[0], max=s[-1], n=len(s), samples=values)
+
+
+def parse_outputs(suite: CommandSuite, outputs: Sequence[str]) -> dict[str, Metric]:
+    """Metrics from each run's output (several runs: median and p10/p90 over the runs, samples kept).
+
+    Raises ParseError naming the parser and the metrics it could not find.
+    """
+    parser = PARSERS[suite.parser]
+    paths = {m.name: m.path for m in suite.metrics}
+    per_metric: dict[str, list[float]] = {m.name: [] for m in suite.metrics}
+    for i, text in enumerate(outputs):
+        run = f" (run {i + 1} of {len(outputs)})" if len(outputs) > 1 else ""
+        try:
+            records = parser.parse(text, suite.pattern)
+        except ParseError as exc:
+            raise ParseError(f"parser {suite.parser} found {exc}{run}") from None
+        found, missing = extract(records, paths)
+        if missing:
+            raise ParseError(
+                f"parser {suite.parser} found no metric {', '.join(missing)} in the output{run} "
+                f"(looked for {', '.join(paths[n] for n in missing)})"
+            )
+        for name, v in found.items():
+            per_metric[name].append(v)
+    return {m.name: _summary(per_metric[m.name], m.unit) for m in suite.metrics}
+
+
+def _tail(text: str, n: int = STORED_OUTPUT_CHARS) -> str:
+    return text[-n:]
+
+
+def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
+    """Turn an agent event of a command suite into what is stored (orchestrator side of the ``command`` bench).
+
+    - ``result``: the parsed metrics are added to the agent's ``wall_ms``; the references of ``group`` are
+      checked into ``info.references`` (``metric -> {"bound", "lower", "upper", "value", "pass"}``); the raw
+      output is cut to its last 16 KiB (``info.output_tail``). A parser that finds nothing turns the event into
+      an ``error`` for its case (``kind: "parse"``), never a silent success.
+    - any event with a case: ``argv``/``env``/``timeout_s`` move from the case to ``info.command`` (results) or
+      ``command`` (errors), so the stored case is the parameters alone.
+    """
+    case = ev.case
+    if case is None or not any(k in case for k in CASE_COMMAND_KEYS):
+        return ev
+    data = dict(ev.data)
+    data["case"] = {k: v for k, v in case.items() if k not in CASE_COMMAND_KEYS}
+    argv = case.get("argv")
+    if ev.type != "result":
+        if ev.type == "error":
+            data["command"] = argv
+        return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+    raw_info = data.get("info")
+    info: dict[str, Any] = dict(raw_info) if isinstance(raw_info, dict) else {}
+    outputs = info.pop("outputs", None)
+    main = info.pop("output", None)
+    stdout = info.pop("stdout", None)
+    text = main if isinstance(main, str) else stdout if isinstance(stdout, str) else ""
+    texts = [o for o in outputs if isinstance(o, str)] if isinstance(outputs, list) and outputs else [text]
+    info["command"] = argv
+    info["parser"] = suite.parser
+    info["output_tail"] = _tail(text)
+    if isinstance(stdout, str) and main is not None:
+        info["stdout_tail"] = _tail(stdout, 4096)
+    try:
+        metrics = {**_agent_metrics(data), **parse_outputs(suite, texts)}
+    except ParseError as exc:
+        last = [ln for ln in text.strip().splitlines() if ln.strip()][-3:]
+        shown = " | ".join(ln[:200] for ln in last) if last else "(empty output)"
+        err = {"message": f"{exc}; last output lines: {shown}", "case": data["case"], "kind": "parse", "info": info}
+        if ev.case_index is not None:
+            err["case_index"] = ev.case_index
+        return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+    refs = {}
+    for name, bound in suite.references_for(group).items():
+        if name in metrics:
+            value = metrics[name].value
+            refs[name] = {**bound.to_dict(), "value": value, "pass": bound.check(value)}
+    if refs:
+        info["references"] = refs
+    data["metrics"] = {k: m.to_dict() for k, m in metrics.items()}
+    data["info"] = info
+    return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+
+
+def _agent_metrics(data: Mapping[str, Any]) -> dict[str, Metric]:
+    raw = data.get("metrics")
+    if not isinstance(raw, dict):
+        return {}
+    out = {}
+    for name, m in raw.items():
+        try:
+            out[str(name)] = parse_metric(str(name), m)
+        except ValueError:
+            continue  # enrich_event reports malformed agent metrics
+    return out
