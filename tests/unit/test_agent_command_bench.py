@@ -1,0 +1,79 @@
+"""The agent's ``command`` bench over real processes: argv without a shell, tokens, repeat, timeout, failures."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from agents.orch_agent.benches import Context, load
+from orchestrator.protocol import parse_metric
+
+run_case = load("command")
+
+
+def _case(code: str, **extra: object) -> dict[str, object]:
+    return {"batch": 1, "argv": [sys.executable, "-c", code], "env": {}, "timeout_s": 20.0, **extra}
+
+
+def test_runs_argv_repeat_times_and_returns_stdout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    code = "import os, sys; print(sys.argv[1:], os.environ['X'], os.getcwd() != os.environ['HOME'])"
+    case = _case(code, env={"X": "{orch_build}"})
+    case["argv"] = [*case["argv"], "a b", "{orch_build}/bin/x"]  # type: ignore[misc]
+    out = run_case(case, Context(repeat=3, warmup=1))
+    wall = parse_metric("wall_ms", out["metrics"]["wall_ms"])
+    assert wall.unit == "ms" and wall.n == 3 and wall.value > 0
+    build = str(tmp_path / ".orch" / "builds" / "current")
+    assert out["info"]["stdout"] == f"['a b', '{build}/bin/x'] {build} True\n"
+    assert out["info"]["exit_status"] == 0 and out["info"]["argv"][-1] == f"{build}/bin/x"
+    assert len(out["info"]["outputs"]) == 3 and "output" not in out["info"]
+
+
+def test_output_token_file_is_what_gets_parsed() -> None:
+    code = "import sys; open(sys.argv[1], 'w').write('{\"x\": 1}\\n'); print('log')"
+    case = _case(code)
+    case["argv"] = [*case["argv"], "{orch_output}"]  # type: ignore[misc]
+    info = run_case(case, Context(repeat=1, warmup=0))["info"]
+    assert info["output"] == '{"x": 1}\n' and info["stdout"] == "log\n" and "outputs" not in info
+    case["argv"] = [sys.executable, "-c", "pass", "{orch_output}"]
+    with pytest.raises(RuntimeError, match=r"exited 0 but wrote no \{output\} file"):
+        run_case(case, Context(repeat=1, warmup=0))
+
+
+def test_nonzero_exit_raises_with_stderr_tail() -> None:
+    case = _case("import sys; sys.stderr.write('model not found\\n'); sys.exit(3)")
+    with pytest.raises(RuntimeError, match="exited with status 3; stderr: model not found"):
+        run_case(case, Context(repeat=1, warmup=0))
+
+
+def test_missing_executable_names_deploy() -> None:
+    with pytest.raises(
+        RuntimeError, match=r"cannot run /nonexistent/bin/engine: No such file or directory \(is the build"
+    ):
+        run_case({"argv": ["/nonexistent/bin/engine"], "timeout_s": 5}, Context(repeat=1, warmup=0))
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "child.pid"
+    code = (
+        "import subprocess, sys, time; "
+        f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        f"open({str(pidfile)!r}, 'w').write(str(p.pid)); time.sleep(60)"
+    )
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"ran past timeout_s=1 s and was killed"):
+        run_case(_case(code, timeout_s=1.0), Context(repeat=1, warmup=0))
+    assert time.monotonic() - t0 < 15
+    child = int(pidfile.read_text())
+    for _ in range(50):
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the command's child survived the timeout")
