@@ -1,8 +1,8 @@
 """Derived metrics of one result: roofline figures for moe-sweep, % of peak for hbm-bandwidth — pure.
 
-moe-sweep (case parameters ``M, E, H, I, k, shared, dtype``; agent metrics ``time_ms`` and, when routing was
-measured, ``distinct_experts`` = distinct experts whose weights the call read, shared experts INCLUDED, as the
-agent's ``moe_gemm`` bench counts them):
+moe-sweep and moe-sweep-ep (case parameters ``M, E, H, I, k, shared, dtype``; agent metrics ``time_ms`` and,
+when routing was measured, ``distinct_experts`` = distinct experts whose weights the call read, shared experts
+INCLUDED, as the agent's ``moe_gemm`` bench counts them):
 
 ============== ======== =====================================================================================
 metric         unit     definition
@@ -15,6 +15,9 @@ gbps           GB/s     weight_bytes / time — weights ONLY, the figure quoted 
                         weight bytes" (REFERENCE: 3.27 TB/s on H200 at the plateau). Activations are reported
                         in bytes but left out of the rate so that the rate is comparable across M and engines.
 tflops         TFLOP/s  2·M·(k + shared)·3·H·I / time
+gbps_per_gpu   GB/s     gbps / ep, only when the agent's ``ep_gpus`` metric (else the case's ``ep``) is > 1
+                        (moe-sweep-ep: experts sharded over ep GPUs; gbps and
+                        ``distinct_experts`` are then the sum over the GPUs; pct_peak/pct_roof use this share)
 pct_peak       %        gbps / the GPU's datasheet bandwidth · 100 (only when the GPU is known)
 pct_roof       %        gbps / the measured copy roof · 100 (only when a roof is given)
 ============== ======== =====================================================================================
@@ -101,10 +104,17 @@ def _moe(
     out["activation_bytes"] = _const(abytes, "B")
     out["gbps"] = _scaled(time, "GB/s", lambda t: roofline.achieved_gbps(wbytes, t), inverse=True)
     out["tflops"] = _scaled(time, "TFLOP/s", lambda t: roofline.achieved_tflops(nflops, t), inverse=True)
+    gpus = metrics.get("ep_gpus")  # the resolved count (the case may say ep=0, "every GPU")
+    ep = int(gpus.value) if gpus is not None else (_int(case, "ep") or 1)
+    per_gpu = out["gbps"]
+    if ep > 1:  # sharded: gbps is the aggregate of ep GPUs; % of one GPU's peak uses the per-GPU share
+        per_gpu = out["gbps_per_gpu"] = _scaled(
+            time, "GB/s", lambda t: roofline.achieved_gbps(wbytes, t) / ep, inverse=True
+        )
     if gpu is not None:
-        out["pct_peak"] = _pct(out["gbps"], gpu.mem_bw_gbps)
+        out["pct_peak"] = _pct(per_gpu, gpu.mem_bw_gbps)
     if roof is not None:
-        out["pct_roof"] = _pct(out["gbps"], roof)
+        out["pct_roof"] = _pct(per_gpu, roof)
     return out
 
 
@@ -135,7 +145,7 @@ def enrich_result(
     recomputed, so enriching twice gives the same result.
     """
     roof = measured_roof_gbps if measured_roof_gbps is not None and measured_roof_gbps > 0 else None
-    if suite == "moe-sweep":
+    if suite in ("moe-sweep", "moe-sweep-ep"):
         return _moe(case, metrics, gpu, roof)
     if suite == "hbm-bandwidth":
         return _hbm(metrics, gpu, roof)

@@ -1,5 +1,6 @@
 """The built-in suites: ``moe-sweep`` (bench ``moe_gemm``), ``hbm-bandwidth`` (bench ``hbm``), ``noop`` (bench
-``sleep``), ``decode`` (bench ``decode``, defined in ``builtin_decode.py``) — pure definitions,
+``sleep``), ``decode`` (bench ``decode``, defined in ``builtin_decode.py``), ``allreduce`` and ``moe-sweep-ep``
+(in ``builtin_multigpu.py``) — pure definitions,
 registered by ``registry.builtin_registry()``."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from orchestrator.suites.builtin_decode import DECODE
+from orchestrator.suites.builtin_multigpu import ALLREDUCE, moe_sweep_ep
 from orchestrator.suites.registry import Param, ParamValue, Preset, SuiteDef, run_params
 
 POWERS_OF_TWO_TO_4096 = [2**i for i in range(13)]  # 1, 2, 4, ..., 4096
@@ -125,4 +127,6 @@ NOOP = SuiteDef(
     ),
 )
 
-BUILTIN_SUITES: tuple[SuiteDef, ...] = (MOE_SWEEP, HBM_BANDWIDTH, NOOP, DECODE)
+MOE_SWEEP_EP = moe_sweep_ep(MOE_SWEEP)
+
+BUILTIN_SUITES: tuple[SuiteDef, ...] = (MOE_SWEEP, HBM_BANDWIDTH, NOOP, DECODE, ALLREDUCE, MOE_SWEEP_EP)

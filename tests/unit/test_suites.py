@@ -26,8 +26,11 @@ TINY_CASE = {"E": 16, "H": 256, "I": 128, "k": 4, "shared": 1, "dtype": "fp32", 
 
 def test_builtin_suites() -> None:
     assert [(s.name, s.bench) for s in list_suites()] == [
+        ("allreduce", "allreduce"),
+        ("decode", "decode"),
         ("hbm-bandwidth", "hbm"),
         ("moe-sweep", "moe_gemm"),
+        ("moe-sweep-ep", "moe_gemm"),
         ("noop", "sleep"),
     ]
     moe = get_suite("moe-sweep")
@@ -41,7 +44,10 @@ def test_builtin_suites() -> None:
 def test_unknown_suite_names_the_known_ones() -> None:
     with pytest.raises(SuiteError, match="unknown suite 'moe'") as exc:
         get_suite("moe")
-    assert exc.value.hint == "known suites: hbm-bandwidth, moe-sweep, noop; `orch suites list` describes them"
+    assert exc.value.hint == (
+        "known suites: allreduce, decode, hbm-bandwidth, moe-sweep, moe-sweep-ep, noop; "
+        "`orch suites list` describes them"
+    )
     assert exc.value.exit_code == 2
 
 
@@ -235,7 +241,9 @@ def test_registry_is_extendable() -> None:
     )
     reg = Registry(list_suites())
     reg.register(user)
-    assert reg.names() == ["decode-user", "hbm-bandwidth", "moe-sweep", "noop"]
+    assert reg.names() == [
+        "allreduce", "decode", "decode-user", "hbm-bandwidth", "moe-sweep", "moe-sweep-ep", "noop"
+    ]  # fmt: skip
     spec = resolve("decode-user", {}, cuda=True, run_id="r", registry=reg)
     assert (spec["cases"], spec["repeat"], spec["preset"]) == ([{"C": 1}, {"C": 4}], 3, None)
     assert resolve(user, {}, preset="big", cuda=True, run_id="r")["cases"] == [{"C": 64}]
@@ -265,11 +273,14 @@ def test_cli_list_json() -> None:
     doc = json.loads(result.output)
     builtin = [s for s in doc["suites"] if s["source"] == "built-in"]  # suite files: test_suite_files.py
     assert [(s["name"], s["bench"]) for s in builtin] == [
+        ("allreduce", "allreduce"),
+        ("decode", "decode"),
         ("hbm-bandwidth", "hbm"),
         ("moe-sweep", "moe_gemm"),
+        ("moe-sweep-ep", "moe_gemm"),
         ("noop", "sleep"),
     ]
-    assert builtin[2]["description"] == get_suite("noop").description
+    assert builtin[-1]["description"] == get_suite("noop").description
 
 
 def test_cli_show_json_and_table() -> None:

@@ -2,7 +2,9 @@
 
 Case params: ``M`` tokens, ``E`` routed experts, ``H`` hidden size, ``I`` expert intermediate size, ``k``
 experts per token, ``shared`` experts every token also goes through (default 0), ``dtype`` ``bf16|fp16|fp32``
-(default bf16), ``seed`` routing seed (default the run's), ``impl`` ``auto|grouped_mm|loop`` (default auto).
+(default bf16), ``seed`` routing seed (default the run's), ``impl`` ``auto|grouped_mm|loop`` (default auto),
+``ep`` GPUs to shard the routed experts over (default 1; otherwise ``moe_ep`` runs it: one process per GPU, each
+holding E/ep experts; 0 = every GPU of the host).
 
 The layer, per expert g (routed 0..E-1, shared E..E+shared-1): ``W13[g]`` ``[2I, H]`` (gate rows 0..I-1, up
 rows I..2I-1) and ``W2[g]`` ``[H, I]``; ``y = W2 @ (silu(gate) * up)``; the token's output is the
@@ -72,6 +74,12 @@ def _params(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"moe_gemm: seed must be an integer, got {seed!r}")
     p["seed"] = seed
+    ep = case.get("ep", 1)
+    if isinstance(ep, bool) or not isinstance(ep, int) or ep < 0:
+        raise ValueError(f"moe_gemm: ep must be an integer >= 0 (0 = every GPU), got {ep!r}")
+    if ep and p["E"] % ep:
+        raise ValueError(f"moe_gemm: E={p['E']} routed experts do not split evenly over ep={ep} GPUs")
+    p["ep"] = ep
     return p
 
 
@@ -160,6 +168,10 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     torch = import_torch()
     F = torch.nn.functional
     p = _params(case, ctx)
+    if p["ep"] != 1:
+        from .moe_ep import run_ep
+
+        return run_ep(torch, p, ctx)
     M, E, H, inter, k, S = p["M"], p["E"], p["H"], p["I"], p["k"], p["shared"]
     G, kk = E + S, k + S
     T = M * kk
