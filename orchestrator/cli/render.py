@@ -355,16 +355,35 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
     for n in names:
         t.add_column(n, justify="right")
     t.add_column("% of roof", justify="right")
+    with_refs = any(_references(r) for r in rows)
+    if with_refs:
+        t.add_column("references", overflow="fold")
     for r in rows:
         if r.status != "ok":
-            t.add_row(_case_text(r.case), *["-"] * len(names), f"[red]{r.error}[/red]")
+            t.add_row(_case_text(r.case), *["-"] * len(names), f"[red]{r.error}[/red]", *(["-"] if with_refs else []))
             continue
         cells = []
         for n in names:
             m = r.metrics.get(n)
             cells.append(f"{_fmt(m.get('median', m.get('value')))} {m.get('unit', '')}".strip() if m else "-")
-        t.add_row(_case_text(r.case), *cells, _fmt(r.pct_of_measured_roof))
+        t.add_row(
+            _case_text(r.case), *cells, _fmt(r.pct_of_measured_roof), *([_references_cell(r)] if with_refs else [])
+        )
     return t
+
+
+def _references(r: Any) -> dict[str, Any]:
+    refs = (r.info or {}).get("references") if isinstance(r.info, dict) else None
+    return refs if isinstance(refs, dict) else {}
+
+
+def _references_cell(r: Any) -> str:
+    """``pass`` or ``FAIL metric (value, want bound)`` for each reference a result was checked against."""
+    refs = _references(r)
+    if not refs:
+        return "-"
+    failed = [f"{k} {_fmt(v.get('value'))}, want {v.get('bound')}" for k, v in refs.items() if not v.get("pass")]
+    return "[green]pass[/green]" if not failed else "[red]FAIL " + "; ".join(failed) + "[/red]"
 
 
 def comparison_table(cmp: Any) -> None:

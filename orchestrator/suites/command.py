@@ -119,9 +119,13 @@ Grid = tuple[str, tuple["str | Grid", ...]]
 
 @dataclass(frozen=True)
 class MetricDef:
+    """``optional``: a parser headline metric the suite did not name (``accept_length`` exists only with
+    speculative decoding); a missing optional metric is left out, a missing named one fails the case."""
+
     name: str
     path: str
     unit: str
+    optional: bool = False
 
 
 @dataclass(frozen=True)
@@ -220,10 +224,13 @@ def _summary(values: list[float], unit: str) -> Metric:
 def parse_outputs(suite: CommandSuite, outputs: Sequence[str]) -> dict[str, Metric]:
     """Metrics from each run's output (several runs: median and p10/p90 over the runs, samples kept).
 
-    Raises ParseError naming the parser and the metrics it could not find.
+    Raises ParseError naming the parser and the metrics it could not find (every named metric must be found; of
+    a parser's headline metrics, taken when the suite names none, at least one). An optional metric missing
+    from some runs is left out.
     """
     parser = PARSERS[suite.parser]
     paths = {m.name: m.path for m in suite.metrics}
+    optional = {m.name for m in suite.metrics if m.optional}
     per_metric: dict[str, list[float]] = {m.name: [] for m in suite.metrics}
     for i, text in enumerate(outputs):
         run = f" (run {i + 1} of {len(outputs)})" if len(outputs) > 1 else ""
@@ -232,6 +239,9 @@ def parse_outputs(suite: CommandSuite, outputs: Sequence[str]) -> dict[str, Metr
         except ParseError as exc:
             raise ParseError(f"parser {suite.parser} found {exc}{run}") from None
         found, missing = extract(records, paths)
+        if not found:
+            missing = list(paths)
+        missing = [n for n in missing if n not in optional or not found]
         if missing:
             raise ParseError(
                 f"parser {suite.parser} found no metric {', '.join(missing)} in the output{run} "
@@ -239,7 +249,8 @@ def parse_outputs(suite: CommandSuite, outputs: Sequence[str]) -> dict[str, Metr
             )
         for name, v in found.items():
             per_metric[name].append(v)
-    return {m.name: _summary(per_metric[m.name], m.unit) for m in suite.metrics}
+    n = len(outputs)
+    return {m.name: _summary(per_metric[m.name], m.unit) for m in suite.metrics if len(per_metric[m.name]) == n}
 
 
 def _tail(text: str, n: int = STORED_OUTPUT_CHARS) -> str:

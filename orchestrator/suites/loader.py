@@ -448,7 +448,7 @@ def _metrics(spec: SuiteFile, parser: str, groups: set[str], w: _Where) -> list[
             raise w.error(
                 ("parser",), f"parser {parser} needs its metrics listed", "metrics: {name: {path: field, unit: ms}}"
             )
-        return [MetricDef(_metric_name(p), p, pdef.unit_of(p) or "") for p in pdef.headline]
+        return [MetricDef(_metric_name(p), p, pdef.unit_of(p) or "", optional=True) for p in pdef.headline]
     out = []
     for name, ms in spec.metrics.items():
         loc = ("metrics", name)

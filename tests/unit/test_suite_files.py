@@ -328,3 +328,18 @@ def test_cli_lists_and_shows_user_suites(tmp_path: Path, monkeypatch: pytest.Mon
     res = CliRunner().invoke(app, ["list"])
     assert isinstance(res.exception, SuiteError)
     assert res.exception.message == f"{d / 'bad.yaml'}:10: sweeep: Extra inputs are not permitted"
+
+
+def test_headline_metrics_are_optional_but_not_all_missing() -> None:
+    sd = parse_suite('name: s\ndescription: d\ncommand: ["x"]\nparser: sglang-serving\n')
+    assert sd.command is not None
+    lines = (FIX / "sglang_serving.jsonl").read_text().splitlines()
+    plain = command_result(sd.command, _result(lines[0]), "g").data["metrics"]
+    assert "accept_length" not in plain and plain["output_throughput"] == {"value": 2667.53, "unit": "tok/s"}
+    spec = command_result(sd.command, _result(lines[1]), "g").data["metrics"]
+    assert spec["accept_length"] == {"value": 2.87, "unit": "tok/step"}
+    assert sorted(spec) == sorted(["wall_ms", *(m.name for m in sd.command.metrics)])
+    ev = command_result(sd.command, _result('{"completed": 1, "duration": 2, "output_throughput": "n/a"}'), "g")
+    assert ev.type == "error" and ev.data["message"].startswith(
+        "parser sglang-serving found no metric output_throughput"
+    )
