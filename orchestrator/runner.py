@@ -19,11 +19,12 @@ locked" to the runner while the API reads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import json
 import random
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -55,6 +56,8 @@ T = TypeVar("T")
 BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
 AGENT_EXIT_DEAD = 3
+INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
+INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
 
 
 class Observer(Protocol):
@@ -217,6 +220,31 @@ async def agent_json(t: Transport, argv: list[str], *, timeout_s: float = 120) -
     return doc
 
 
+@dataclass(frozen=True)
+class _StreamEnd:
+    """The follow stream ended: cleanly (``error`` None) or with the error the transport raised."""
+
+    error: Exception | None
+
+
+def _drain(
+    first: Event | _StreamEnd, queue: asyncio.Queue[Event | _StreamEnd]
+) -> tuple[list[Event], _StreamEnd | None]:
+    """``first`` and the events already queued behind it (up to ``INGEST_BATCH_MAX``), and the end if reached."""
+    batch: list[Event] = []
+    item = first
+    while True:
+        if isinstance(item, _StreamEnd):
+            return batch, item
+        batch.append(item)
+        if len(batch) >= INGEST_BATCH_MAX:
+            return batch, None
+        try:
+            item = queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return batch, None
+
+
 class _HostRun:
     """One host's part of a run."""
 
@@ -293,7 +321,11 @@ class _HostRun:
         return out
 
     async def follow(self, from_seq: int) -> str:
-        """Follow the spool from ``from_seq`` until ``done``; reconnect on drops. Returns the done status."""
+        """Follow the spool from ``from_seq`` until ``done``; reconnect on drops. Returns the done status.
+
+        A reader task parses lines into a queue; this loop takes one event, drains whatever else is already
+        queued, and ingests them in one store call: no added latency when lines are sparse, batches of up to
+        ``INGEST_BATCH_MAX`` when they come faster than the store writes them."""
         assert self.dep is not None
         name, w = self.host.name, self.r.writer
         next_seq = from_seq
@@ -302,15 +334,27 @@ class _HostRun:
             try:
                 t = await self.connect()
                 argv = [*agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq)]
-                async for line in t.stream(argv):
-                    ev = self.enrich(parse_line(line, expected_seq=next_seq))
-                    next_seq += 1
-                    attempt = 0
-                    await w.call(self.r.store.ingest, self.r.run_id, name, [ev])
-                    status = self.observe(ev)
-                    if status is not None:
-                        return status
-                raise ConnectError(name, "closed", "agent follow ended without a done event")
+                queue: asyncio.Queue[Event | _StreamEnd] = asyncio.Queue(maxsize=INGEST_QUEUE_MAX)
+                reader = asyncio.create_task(self._read(t, argv, next_seq, queue))
+                try:
+                    while True:
+                        batch, end = _drain(await queue.get(), queue)
+                        if batch:
+                            attempt = 0
+                            await w.call(self.r.store.ingest, self.r.run_id, name, batch)
+                            next_seq = batch[-1].seq + 1
+                            for ev in batch:
+                                status = self.observe(ev)
+                                if status is not None:
+                                    return status
+                        if end is not None:
+                            if end.error is not None:
+                                raise end.error
+                            raise ConnectError(name, "closed", "agent follow ended without a done event")
+                finally:
+                    reader.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await reader
             except RemoteCommandError as exc:
                 if exc.exit_status == AGENT_EXIT_DEAD:
                     raise HostError(
@@ -336,6 +380,21 @@ class _HostRun:
             self.r.observer.host_state(name, "reconnecting", f"{err.message}; retry {attempt} in {delay:.1f} s")
             await asyncio.sleep(delay)
             next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
+
+    async def _read(self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd]) -> None:
+        """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any)."""
+        lines = t.stream(argv)
+        try:
+            async for line in lines:
+                await queue.put(self.enrich(parse_line(line, expected_seq=seq)))
+                seq += 1
+        except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)
+            await queue.put(_StreamEnd(exc))
+        else:
+            await queue.put(_StreamEnd(None))
+        finally:
+            if isinstance(lines, AsyncGenerator):  # cancelled while waiting on a full queue: close the channel now
+                await lines.aclose()
 
     def observe(self, ev: Event) -> str | None:
         obs, name = self.r.observer, self.host.name
@@ -372,7 +431,10 @@ class _HostRun:
             info["plateau"] = {"m": p, "metric": "time_ms", "tol": 0.10}
         await self.r.writer.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
         err = f"{self.errors} case(s) failed" if self.errors else None
-        await self.r.writer.call(self.r.store.finish_host_run, self.r.run_id, name, status, err)
+        # A host run's stored status is completed/failed/cancelled; "some cases failed" is its error count and
+        # text (the run as a whole is then partial, see run_status).
+        stored = "completed" if status == "partial" else status
+        await self.r.writer.call(self.r.store.finish_host_run, self.r.run_id, name, stored, err)
         self.r.observer.host_state(name, status, err or "")
         return HostOutcome(name, status, self.results, self.errors, err)
 

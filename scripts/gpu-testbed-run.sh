@@ -3,7 +3,9 @@
 # filled .gpu-carry/. Starts a real sshd on 127.0.0.1:2222, trusts its key by fingerprint, and runs orch end to
 # end over SSH: doctor (first with the login python3, which lacks torch), deploy, hbm-bandwidth, moe-sweep
 # (kimi-k2, bf16, M=1..4096), runs show --json, and the API's /series. Everything lands in $OUT/h200-run.tar.gz.
+# `scripts/gpu-testbed-run.sh decode`: the same set-up, then the built-in decode suite (kimi-k2 preset) only.
 set -uo pipefail
+mode=${1:-main}
 out=${OUT:-/tmp/orch-gpu-out}; mkdir -p "$out"
 work=/tmp/orch-gpu; rm -rf "$work"; mkdir -p "$work"
 log="$work/console.txt"
@@ -26,6 +28,17 @@ INV
 export ORCH_INVENTORY="$work/inventory.yaml"
 fp=$(ssh-keygen -lf "${HOSTKEY_PUB:-/tmp/sshd/host_ed25519.pub}" | awk '{print $2}')
 run() { say "orch $*"; $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
+if [ "$mode" = decode ]; then
+  run hosts trust h200-0 --fingerprint "$fp"
+  sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
+  run run decode --hosts h200 --label "decode kimi-k2 3-layer H200" ${DECODE_ARGS:-}
+  rid=$($ORCH runs list --json 2>/dev/null | $PY -c 'import json,sys; print(json.load(sys.stdin)["items"][0]["id"])')
+  $ORCH runs show "$rid" --json > "$work/decode-run.json" 2>>"$log"
+  mkdir -p "$work/spool" && cp -r ~/.orch/runs/* "$work/spool/" 2>/dev/null
+  tar czf "$out/h200-decode.tar.gz" -C "$work" .
+  cp "$log" "$out/console.txt"
+  exit 0
+fi
 run doctor --hosts h200
 run hosts trust h200-0 --fingerprint "$fp"
 run doctor --hosts h200

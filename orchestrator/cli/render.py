@@ -345,30 +345,41 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
 
 
 def _generic_table(title: str, rows: list[Any]) -> Any:
+    """Results of any suite: the case parameters that vary as the first column (the constant ones once in the
+    title), one column per metric, "% of roof" only when some row has it, references when a suite sets them."""
     from rich.table import Table
 
     names: list[str] = []
     for r in rows:
         names.extend(n for n in r.metrics if n not in names)
-    t = Table(title=title, title_justify="left")
+    keys: list[str] = []
+    for r in rows:
+        keys.extend(k for k in r.case if k not in keys)
+    constant = {k: rows[0].case.get(k) for k in keys if len({repr(r.case.get(k)) for r in rows}) == 1}
+    varying = tuple(k for k in keys if k not in constant) or tuple(keys[:1])
+    fixed = _case_text({k: v for k, v in constant.items() if k not in varying})
+    t = Table(title=title + (f"\n[dim]{fixed}[/dim]" if fixed else ""), title_justify="left")
     t.add_column("case", overflow="fold")
     for n in names:
         t.add_column(n, justify="right")
-    t.add_column("% of roof", justify="right")
+    with_roof = any(r.pct_of_measured_roof is not None for r in rows)
+    if with_roof:
+        t.add_column("% of roof", justify="right")
     with_refs = any(_references(r) for r in rows)
     if with_refs:
         t.add_column("references", overflow="fold")
     for r in rows:
+        case = _case_text({k: r.case.get(k) for k in varying})
+        extra = ([_fmt(r.pct_of_measured_roof)] if with_roof else []) + ([_references_cell(r)] if with_refs else [])
         if r.status != "ok":
-            t.add_row(_case_text(r.case), *["-"] * len(names), f"[red]{r.error}[/red]", *(["-"] if with_refs else []))
+            first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
+            t.add_row(case, f"[red]{first[0]}[/red]", *["-"] * (len(names) - 1 + len(extra)))
             continue
         cells = []
         for n in names:
             m = r.metrics.get(n)
             cells.append(f"{_fmt(m.get('median', m.get('value')))} {m.get('unit', '')}".strip() if m else "-")
-        t.add_row(
-            _case_text(r.case), *cells, _fmt(r.pct_of_measured_roof), *([_references_cell(r)] if with_refs else [])
-        )
+        t.add_row(case, *cells, *extra)
     return t
 
 

@@ -43,8 +43,12 @@ def device_name(torch: Any, device: str) -> str:
 
 
 def check_cuda_room(torch: Any, need_bytes: int, what: str) -> None:
-    """RuntimeError naming bytes needed and free when ``need_bytes`` does not fit in free device memory."""
-    free, total = torch.cuda.mem_get_info()
+    """RuntimeError naming bytes needed and free when ``need_bytes`` does not fit in free device memory.
+
+    Free = what the driver reports free plus what PyTorch's caching allocator holds but does not use (blocks
+    left by earlier cases of the run, reusable without a new cudaMalloc)."""
+    driver_free, total = torch.cuda.mem_get_info()
+    free = driver_free + max(0, torch.cuda.memory_reserved() - torch.cuda.memory_allocated())
     if need_bytes > free:
         raise RuntimeError(
             f"{what}: needs {need_bytes / 1e9:.2f} GB on {torch.cuda.get_device_name()} but only "
