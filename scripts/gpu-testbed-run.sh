@@ -4,6 +4,8 @@
 # end over SSH: doctor (first with the login python3, which lacks torch), deploy, hbm-bandwidth, moe-sweep
 # (kimi-k2, bf16, M=1..4096), runs show --json, and the API's /series. Everything lands in $OUT/h200-run.tar.gz.
 # `scripts/gpu-testbed-run.sh decode`: the same set-up, then the built-in decode suite (kimi-k2 preset) only.
+# `scripts/gpu-testbed-run.sh multigpu` (on a kind with several GPUs): doctor (every GPU with its UUID), allreduce,
+# moe-sweep-ep (experts sharded over all GPUs) and moe-sweep on one GPU for the per-GPU comparison.
 set -uo pipefail
 mode=${1:-main}
 out=${OUT:-/tmp/orch-gpu-out}; mkdir -p "$out"
@@ -28,6 +30,27 @@ INV
 export ORCH_INVENTORY="$work/inventory.yaml"
 fp=$(ssh-keygen -lf "${HOSTKEY_PUB:-/tmp/sshd/host_ed25519.pub}" | awk '{print $2}')
 run() { say "orch $*"; $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
+if [ "$mode" = multigpu ]; then
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+  run hosts trust h200-0 --fingerprint "$fp"
+  sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
+  run doctor --hosts h200
+  $ORCH doctor --hosts h200 --json > "$work/doctor.json" 2>>"$log"
+  step() { say "orch $*"; timeout "${STEP_TIMEOUT:-200}" $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
+  step run allreduce --hosts h200 --label "allreduce all GPUs" ${ALLREDUCE_ARGS:-}
+  step run moe-sweep-ep --hosts h200 --label "kimi-k2 EP over all GPUs" ${EP_ARGS:-}
+  step run moe-sweep --hosts h200 --label "kimi-k2 one GPU" ${MOE_ARGS:-}
+  $ORCH runs list --json > "$work/runs.json" 2>>"$log"
+  for rid in $($PY -c 'import json,sys; print(" ".join(r["id"] for r in json.load(open(sys.argv[1]))["items"]))' "$work/runs.json"); do
+    $ORCH runs show "$rid" --json > "$work/run-$rid.json" 2>>"$log"
+  done
+  nvidia-smi topo -m > "$work/nvidia-smi-topo.txt" 2>&1
+  nvidia-smi > "$work/nvidia-smi.txt" 2>&1
+  mkdir -p "$work/spool" && cp -r ~/.orch/runs/* "$work/spool/" 2>/dev/null
+  tar czf "$out/h200x2.tar.gz" -C "$work" .
+  cp "$log" "$out/console.txt"
+  exit 0
+fi
 if [ "$mode" = decode ]; then
   run hosts trust h200-0 --fingerprint "$fp"
   sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
