@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator import yamllines
 from orchestrator.errors import InventoryError, SelectionError
 
 HOST_KEYS = (
@@ -189,50 +189,6 @@ class Inventory:
         return out
 
 
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader that remembers the line of every mapping key, for error messages."""
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    mapping: dict[Any, Any] = {}
-    lines: dict[Any, int] = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in mapping:
-            raise InventoryError(
-                f"duplicate key {key!r}", "remove one of the two entries", line=key_node.start_mark.line + 1
-            )
-        mapping[key] = loader.construct_object(value_node, deep=True)
-        lines[key] = key_node.start_mark.line + 1
-    mapping_with_lines = _LinedDict(mapping)
-    mapping_with_lines.lines = lines
-    mapping_with_lines.line = node.start_mark.line + 1
-    return mapping_with_lines
-
-
-class _LinedDict(dict[Any, Any]):
-    lines: dict[Any, int]
-    line: int
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _line_of(doc: Any, loc: tuple[int | str, ...]) -> int:
-    """Best line for a pydantic error location: the deepest key we can find."""
-    line = 0
-    node = doc
-    for part in loc:
-        if isinstance(node, _LinedDict):
-            if part in node.lines:
-                line = node.lines[part]
-                node = node[part]
-                continue
-            line = line or node.line
-        break
-    return line
-
-
 def _fix_for(err: dict[str, Any]) -> str:
     kind = err.get("type", "")
     key = err["loc"][-1] if err.get("loc") else ""
@@ -250,15 +206,13 @@ def _fix_for(err: dict[str, Any]) -> str:
 def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
     """Parse inventory YAML text. Raises InventoryError with path:line and a fix."""
     try:
-        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - SafeLoader subclass
-    except InventoryError as exc:
-        raise InventoryError(exc.message, exc.hint, path=path, line=exc.line) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else 0
-        problem = getattr(exc, "problem", None) or str(exc)
+        doc = yamllines.load(text)
+    except yamllines.DuplicateKeyError as exc:
+        raise InventoryError(f"duplicate key {exc.key!r}", "remove one of the two entries", path=path,
+                             line=exc.line) from None
+    except yamllines.YamlSyntaxError as exc:
         raise InventoryError(
-            f"not valid YAML: {problem}", "check indentation and quoting near that line", path=path, line=line
+            f"not valid YAML: {exc.problem}", "check indentation and quoting near that line", path=path, line=exc.line
         ) from None
     if doc is None:
         doc = {}
@@ -273,7 +227,7 @@ def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
         loc = tuple(err["loc"])
         where = ".".join(str(p) for p in loc)
         raise InventoryError(
-            f"{where}: {err['msg']}", _fix_for(dict(err)), path=path, line=_line_of(doc, loc)
+            f"{where}: {err['msg']}", _fix_for(dict(err)), path=path, line=yamllines.line_of(doc, loc)
         ) from None
     return _resolve(spec, path, doc)
 
@@ -291,14 +245,14 @@ def _resolve(spec: InventorySpec, path: str, doc: Any = None) -> Inventory:
                     f"host {hname!r} appears in groups {seen[hname]!r} and {gname!r}",
                     "a host belongs to one group; use labels for other groupings",
                     path=path,
-                    line=_line_of(doc, ("groups", gname, "hosts", hname)),
+                    line=yamllines.line_of(doc, ("groups", gname, "hosts", hname)),
                 )
             if hname in spec.groups:
                 raise InventoryError(
                     f"{hname!r} is both a group and a host name",
                     "rename one of them",
                     path=path,
-                    line=_line_of(doc, ("groups", gname, "hosts", hname)),
+                    line=yamllines.line_of(doc, ("groups", gname, "hosts", hname)),
                 )
             seen[hname] = gname
             members.append(hname)

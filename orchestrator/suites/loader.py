@@ -43,9 +43,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from orchestrator import yamllines
 from orchestrator.errors import SuiteError
 from orchestrator.parsers import PARSERS
 from orchestrator.suites.command import (
@@ -141,60 +141,6 @@ class SuiteFile(BaseModel):
 # -- YAML with line numbers ---------------------------------------------------------------------------------------
 
 
-class _LinedDict(dict[Any, Any]):
-    lines: dict[Any, int]
-    line: int
-
-
-class _LinedList(list[Any]):
-    lines: list[int]
-    line: int
-
-
-class _DuplicateKey(Exception):
-    def __init__(self, key: Any, line: int) -> None:
-        self.key, self.line = key, line
-
-
-class _LineLoader(yaml.SafeLoader):
-    """SafeLoader remembering the line of every mapping key and list item (as ``inventory.py``'s does)."""
-
-
-def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> _LinedDict:
-    out = _LinedDict()
-    out.lines, out.line = {}, node.start_mark.line + 1
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in out:
-            raise _DuplicateKey(key, key_node.start_mark.line + 1)
-        out[key] = loader.construct_object(value_node, deep=True)
-        out.lines[key] = key_node.start_mark.line + 1
-    return out
-
-
-def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> _LinedList:
-    out = _LinedList(loader.construct_object(n, deep=True) for n in node.value)
-    out.lines, out.line = [n.start_mark.line + 1 for n in node.value], node.start_mark.line + 1
-    return out
-
-
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-
-
-def _line_of(doc: Any, loc: Sequence[int | str]) -> int:
-    """The line of the deepest key (or list item) of ``loc`` found in ``doc``."""
-    line, node = getattr(doc, "line", 0), doc
-    for part in loc:
-        if isinstance(node, _LinedDict) and part in node:
-            line, node = node.lines[part], node[part]
-        elif isinstance(node, _LinedList) and isinstance(part, int) and part < len(node):
-            line, node = node.lines[part], node[part]
-        else:
-            break
-    return line
-
-
 class _Where:
     """Builds SuiteErrors that name ``file:line: key``."""
 
@@ -203,7 +149,7 @@ class _Where:
 
     def error(self, loc: Sequence[int | str], problem: str, fix: str) -> SuiteError:
         key = _key_text(loc)
-        line = _line_of(self.doc, loc)
+        line = yamllines.line_of(self.doc, loc)
         where = f"{self.path}:{line}" if line else self.path
         return SuiteError(f"{where}: {key + ': ' if key else ''}{problem}", fix)
 
@@ -248,14 +194,12 @@ def parse_suite(text: str, path: str = "suite.yaml") -> SuiteDef:
             unknown parser or placeholder, bad reference string, inconsistent grid/sweep/metrics.
     """
     try:
-        doc = yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
-    except _DuplicateKey as exc:
+        doc = yamllines.load(text)
+    except yamllines.DuplicateKeyError as exc:
         raise SuiteError(f"{path}:{exc.line}: {exc.key}: duplicate key", "remove one of the two entries") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SuiteError(f"{path}{line}: not valid YAML: {problem}", "check indentation and quoting") from None
+    except yamllines.YamlSyntaxError as exc:
+        line = f":{exc.line}" if exc.line else ""
+        raise SuiteError(f"{path}{line}: not valid YAML: {exc.problem}", "check indentation and quoting") from None
     w = _Where(path, doc)
     if not isinstance(doc, dict):
         raise w.error((), "a suite file is a mapping with name, description, command, parser ...", TOP_KEYS)

@@ -230,19 +230,16 @@ class _HostKeyJudge(asyncssh.SSHClient):
 
         setattr(conn, "validate_server_host_key", keep_offered)  # noqa: B010 - instance override, not a method
 
-    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
-        offered = hostkeys.OfferedKey.from_blob(key.public_data)
+    def _judge(self, offered: hostkeys.OfferedKey) -> hostkeys.HostKeyVerdict:
         t = self.target
         self.verdict = hostkeys.judge(
-            self.known,
-            t.hostname,
-            t.port,
-            offered,
-            now=time.time(),
-            host_key_alias=t.host_key_alias,
+            self.known, t.hostname, t.port, offered, now=time.time(), host_key_alias=t.host_key_alias,
             inventory_name=t.name,
-        )
-        return bool(self.verdict.ok)
+        )  # fmt: skip
+        return self.verdict
+
+    def validate_host_public_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
+        return bool(self._judge(hostkeys.OfferedKey.from_blob(key.public_data)).ok)
 
     def validate_host_ca_key(self, host: str, addr: str, port: int, key: asyncssh.SSHKey) -> bool:
         # Reached only for a host certificate; asyncssh then checks principals and validity itself.
@@ -251,16 +248,7 @@ class _HostKeyJudge(asyncssh.SSHClient):
         if self.offered_blob is not None:
             offered = hostkeys.OfferedKey.from_blob(self.offered_blob)
             if offered.is_cert:
-                self.verdict = hostkeys.judge(
-                    self.known,
-                    t.hostname,
-                    t.port,
-                    offered,
-                    now=time.time(),
-                    host_key_alias=t.host_key_alias,
-                    inventory_name=t.name,
-                )
-                return self.verdict.verdict == "cert-authority"
+                return self._judge(offered).verdict == "cert-authority"
         return bool(
             hostkeys.is_trusted_ca(self.known, t.hostname, t.port, key.public_data, host_key_alias=t.host_key_alias)
         )
