@@ -31,7 +31,7 @@ import asyncssh  # noqa: E402 - bench measures the bare library as the floor
 
 from orchestrator.doctor import DoctorOptions, run_doctor  # noqa: E402
 from orchestrator.inventory import parse_inventory  # noqa: E402
-from tests.plugins.sshd import ClientHome, SshdBed, keygen  # noqa: E402
+from tests.plugins.sshd import ClientHome, SshdBed, make_client_home  # noqa: E402
 
 
 async def _silent_listener(address: str) -> tuple[asyncio.base_events.Server, int]:
@@ -94,14 +94,9 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3.0, help="doctor's per-step timeout, s")
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="orch-bench-"))
-    home = root / "client"
-    (home / ".ssh").mkdir(parents=True)
-    key = keygen(home / ".ssh" / "id_ed25519")
-    (home / ".ssh" / "known_hosts").touch()
-    (home / ".ssh" / "config").touch()
-    os.environ["HOME"] = str(home)
+    client = make_client_home(root / "client")
+    os.environ["HOME"] = str(client.home)
     os.environ.pop("SSH_AUTH_SOCK", None)
-    client = ClientHome(home, key)
     bare_venv = root / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare_venv)], check=True)
     bed = SshdBed(root / "bed", client)

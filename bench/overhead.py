@@ -29,7 +29,7 @@ from orchestrator.deploy import agent_artifact  # noqa: E402
 from orchestrator.inventory import parse_inventory  # noqa: E402
 from orchestrator.runner import Runner, RunRequest  # noqa: E402
 from orchestrator.store.repo import Store  # noqa: E402
-from tests.plugins.sshd import ClientHome, SshdBed, keygen  # noqa: E402
+from tests.plugins.sshd import ClientHome, SshdBed, make_client_home  # noqa: E402
 
 
 async def floor_once(addr: str, port: int, client: ClientHome, home: Path) -> float:
@@ -53,14 +53,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="orch-overhead-"))
-    home = root / "client"
-    (home / ".ssh").mkdir(parents=True)
-    key = keygen(home / ".ssh" / "id_ed25519")
-    (home / ".ssh" / "known_hosts").touch()
-    (home / ".ssh" / "config").touch()
-    os.environ["HOME"] = str(home)
+    client = make_client_home(root / "client")
+    os.environ["HOME"] = str(client.home)
     os.environ.pop("SSH_AUTH_SOCK", None)
-    client = ClientHome(home, key)
     bed = SshdBed(root / "bed", client)
     try:
         h = bed.add("node")

@@ -238,18 +238,23 @@ def _venv_python() -> str:
     return sys.executable
 
 
-@pytest.fixture
-def client_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClientHome:
-    home = tmp_path / "client"
+def make_client_home(home: Path) -> ClientHome:
+    """A fresh orch-user HOME: ~/.ssh (0700) with a generated ed25519 key, empty known_hosts and config."""
     ssh = home / ".ssh"
     ssh.mkdir(parents=True)
     ssh.chmod(0o700)
     key = keygen(ssh / "id_ed25519")
     (ssh / "known_hosts").touch()
     (ssh / "config").touch()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
     return ClientHome(home=home, key=key)
+
+
+@pytest.fixture
+def client_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClientHome:
+    client = make_client_home(tmp_path / "client")
+    monkeypatch.setenv("HOME", str(client.home))
+    monkeypatch.delenv("SSH_AUTH_SOCK", raising=False)
+    return client
 
 
 @pytest.fixture
