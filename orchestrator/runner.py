@@ -40,6 +40,7 @@ from orchestrator.errors import (
     OrchError,
     RemoteCommandError,
     SuiteError,
+    UsageError,
 )
 from orchestrator.facts import host_facts_summary
 from orchestrator.fanout import fanout
@@ -53,6 +54,7 @@ from orchestrator.transport.base import Transport
 
 T = TypeVar("T")
 
+FINAL_RUN_STATUSES = frozenset({"completed", "partial", "failed", "cancelled"})
 BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
 AGENT_EXIT_DEAD = 3
@@ -490,6 +492,9 @@ class Runner:
     async def resume(self, run_id: str) -> RunOutcome:
         """Reattach to an unfinished run: follow each unfinished host from its last ingested seq."""
         detail = await self.writer.call(self.store.get_run, run_id)
+        if detail.status in FINAL_RUN_STATUSES:
+            raise UsageError(f"run {detail.id} already finished ({detail.status}); there is nothing to resume",
+                             f"orch runs show {detail.id}")
         self.run_id = detail.id
         params = detail.params or {}
         self.req = RunRequest(
@@ -595,6 +600,9 @@ class Runner:
 async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0) -> RunOutcome:
     """``orch cancel RUN_ID``: stop the agents of every host of the run and mark it cancelled."""
     detail = store.get_run(store.resolve_run_id(run_id))
+    if detail.status in FINAL_RUN_STATUSES:
+        raise UsageError(f"run {detail.id} already finished ({detail.status}); there is nothing to cancel",
+                         f"orch runs show {detail.id}")
 
     async def one(host: Host) -> HostOutcome:
         t = await open_transport(host, timeout_s=timeout_s)

@@ -7,4 +7,8 @@ bash scripts/setup.sh
 export PATH="$PWD/.venv/bin:$PATH"
 orch db upgrade
 orch doctor --hosts local || true   # a CPU-only machine warns "no GPU"; the run below still works
+orch deploy --hosts local           # the agent, content-addressed (a second deploy uploads nothing)
 orch run moe-sweep --hosts local --preset tiny "$@"
+echo
+echo "Results are stored in $PWD/orch.db (SQLite). Next: orch runs list; orch runs show RUN_ID;"
+echo "orch serve (results API at http://127.0.0.1:8000/api/v1, dashboard at http://127.0.0.1:8000/)."

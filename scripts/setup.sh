@@ -34,7 +34,7 @@ fi
 # torch: the CPU build (2.13.0) for the local host and the test bed's simulated hosts.
 .venv/bin/python -c 'import torch' 2>/dev/null || \
   .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy 2>&1 | grep -v '^WARNING: Location' || true
-.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
 # transformers comes with .[dev]: the decode suite's model, imported by the agent under this python on the
 # local host and the test bed's hosts.
 .venv/bin/python -c 'import orchestrator, torch, asyncssh, transformers' >/dev/null

@@ -30,14 +30,36 @@ class AppContext:
             self._inventory = load_inventory(self.settings.inventory)
         return self._inventory
 
-    def store(self) -> Store:
+    def store(self, *, create: bool = True) -> Store:
         """The results store. The embedded SQLite default is brought to the schema head on first use, so a
-        new user needs no `orch db upgrade`; a server database (PostgreSQL) is left to `orch db upgrade`."""
+        new user needs no `orch db upgrade`; a server database (PostgreSQL) is left to `orch db upgrade`.
+
+        ``create=False`` (commands that only read): a SQLite file that does not exist is a StoreError naming
+        the path, instead of a new empty database that would look like "no runs".
+        """
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        from orchestrator.errors import StoreError
         from orchestrator.store.repo import Store
 
         if self._store is None:
-            store = Store.from_url(self.settings.db_url)
-            if store.dialect == "sqlite":
+            url = self.settings.db_url
+            try:
+                parsed = make_url(url)
+            except ArgumentError:
+                raise StoreError(f"--db / ORCH_DB_URL {url!r} is not a database URL",
+                                 "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch") from None
+            is_sqlite = parsed.get_backend_name() == "sqlite"
+            path = parsed.database or ""
+            if is_sqlite and not create and path not in ("", ":memory:") and not Path(path).exists():
+                raise StoreError(
+                    f"no orch database at {Path(path).resolve()} ({url})",
+                    "run orch from the directory that holds orch.db, or pass --db / set ORCH_DB_URL, "
+                    "e.g. --db sqlite:////abs/path/orch.db",
+                )
+            store = Store.from_url(url)
+            if is_sqlite:
                 store.upgrade()
             self._store = store
         return self._store

@@ -86,7 +86,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as exc:  # click's usage errors and real bugs
+    except typer.TyperException as exc:  # usage errors (typer vendors click: its exceptions derive from this)
+        show = getattr(exc, "show", None)
+        if callable(show):
+            show()
+        else:
+            render.err_console().print(f"[red]error:[/red] {exc}")
+        sys.exit(int(getattr(exc, "exit_code", 2)))
+    except Exception as exc:  # plain click's usage errors (older typer), else a real bug
         import click
 
         if isinstance(exc, click.ClickException):

@@ -91,14 +91,15 @@ def hosts_table(hosts: list[Any]) -> None:
     for col in ("host", "group", "connection", "address", "port", "user", "python", "labels"):
         table.add_column(col)
     for h in hosts:
+        local = h.connection == "local"
         table.add_row(
             h.name,
             h.group,
             h.connection,
-            h.address or "(ssh_config/DNS)",
-            str(h.port or "-"),
+            "(this machine)" if local else (h.address or "(ssh_config/DNS)"),
+            "-" if local else str(h.port or "(ssh_config/22)"),
             h.user or "-",
-            h.python or "-",
+            h.python or ("(orch's own)" if local else "python3"),
             ",".join(f"{k}={v}" for k, v in h.labels.items()),
         )
     console().print(table)
@@ -504,3 +505,13 @@ def deploy_table(report: Any) -> None:
     for r in report.rows:
         if not r["ok"] and r.get("hint"):
             console().print(f"[yellow]{r['host']} hint:[/yellow] {r['hint']}")
+
+
+def interrupted(run_id: str) -> None:
+    """Ctrl-C during ``orch run``: the remote agents were stopped; say which run and that results are kept."""
+    c = err_console()
+    if run_id:
+        c.print(f"[yellow]interrupted:[/yellow] run {run_id} cancelled on its hosts; the results ingested so far are "
+                f"kept (orch runs show {run_id})")
+    else:
+        c.print("[yellow]interrupted[/yellow] before the run started; nothing was stored")

@@ -67,7 +67,12 @@ def run(
     )
     with render.RunProgress(enabled=not json_out) as progress:
         runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
-        outcome = asyncio.run(runner.resume(store.resolve_run_id(resume)) if resume else runner.run())
+        try:
+            outcome = asyncio.run(runner.resume(store.resolve_run_id(resume)) if resume else runner.run())
+        except KeyboardInterrupt:
+            progress.__exit__(None, None, None)
+            render.interrupted(runner.run_id)
+            raise typer.Exit(130) from None
     if json_out:
         render.print_json(outcome.to_dict())
     else:

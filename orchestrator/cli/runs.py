@@ -21,7 +21,8 @@ SHOW_MAX_RESULTS = 100_000
 
 @contextmanager
 def _store(ctx: typer.Context) -> Iterator[Store]:
-    store = Store.from_url(app_context(ctx).settings.db_url)
+    """The existing store (reading never creates an empty SQLite file); closed when the command ends."""
+    store = app_context(ctx).store(create=False)
     try:
         yield store
     finally:
