@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -92,6 +93,10 @@ def fill(store: Store, rows: int) -> tuple[float, list[str]]:
     return inserted / busy, run_ids
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def latency(client: httpx.Client, path: str, params: dict[str, object], repeat: int) -> tuple[float, float]:
     client.get(path, params=params).raise_for_status()  # warm
     times = []
@@ -114,7 +119,7 @@ def bench(name: str, url: str, rows: int, repeat: int) -> None:
     gen = serve_fixture.__wrapped__()  # type: ignore[attr-defined]
     start: Callable[[Settings, Store], str] = next(gen)
     base_url = start(Settings(), store)
-    print(f"\n{name}: {rows:,} rows, ingest {rate:,.0f} rows/s (target >= 20,000)")
+    print(f"\n{name}: {rows:,} rows, ingest {rate:,.0f} rows/s (target >= 20,000); load average {_load()}")
     print(f"  {'endpoint':<28} {'p50 ms':>8} {'p95 ms':>8} {'target p95':>11}")
     with httpx.Client(base_url=base_url, timeout=120) as c:
         checks = {
@@ -130,6 +135,7 @@ def bench(name: str, url: str, rows: int, repeat: int) -> None:
             p50, p95 = latency(c, path, params, repeat)
             verdict = "ok" if p95 <= TARGETS_MS[label] else "MISS"
             print(f"  {label:<28} {p50:>8.1f} {p95:>8.1f} {TARGETS_MS[label]:>8} ms {verdict}")
+    print(f"  load average after the queries {_load()} ({os.cpu_count()} CPUs; other work on the machine counts)")
     try:
         next(gen)
     except StopIteration:

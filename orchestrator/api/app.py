@@ -6,6 +6,7 @@ unreachable or unmigrated database 503. Nothing here touches the database until 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -38,6 +39,10 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # What exists at startup (modules, the app, the engine) lives as long as the process: freezing it keeps
+        # the cyclic GC from rescanning it during requests that allocate 10,000s of objects. A full collection
+        # cost /series 35-40 ms and /compare ~50 ms per request on 1,000,000 results (bench/api.py).
+        gc.freeze()
         yield
         if own:
             the_store.close()

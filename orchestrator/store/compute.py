@@ -19,6 +19,8 @@ VOLATILE_CASE_KEYS = frozenset(
 )
 _INT64_MAX = 2**63 - 1
 _INT32_MAX = 2**31 - 1
+# json.dumps(sort_keys=True, separators=(",", ":"), default=str) without building an encoder per call
+_CASE_KEY_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 
 def uuid7() -> str:
@@ -33,8 +35,10 @@ def uuid7() -> str:
 
 def case_key(case: Mapping[str, Any]) -> str:
     """Stable 32-hex-char key of a case: sha256 of its sorted parameters minus ``VOLATILE_CASE_KEYS``."""
-    stable = {k: v for k, v in case.items() if k not in VOLATILE_CASE_KEYS}
-    text = json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str)
+    stable = dict(case)
+    for k in VOLATILE_CASE_KEYS.intersection(stable):
+        del stable[k]
+    text = _CASE_KEY_ENCODER.encode(stable)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
@@ -78,14 +82,14 @@ def append_bounded(text: str | None, line: str, limit: int) -> str:
 
 
 _STAT_KEYS = ("median", "p10", "p90", "min", "max")
+_NUMBER_TYPES = frozenset({float, int})
 
 
-def _finite(x: Any) -> bool:
-    return type(x) in (float, int) and math.isfinite(x)
-
-
-def clean_metrics(raw: Any) -> dict[str, dict[str, Any]]:
-    """A result event's metrics, validated by the rules of ``protocol.parse_metric``, as plain dicts.
+def clean_metrics(raw: Any) -> tuple[dict[str, dict[str, Any]], dict[str, list[float | int]] | None]:
+    """A result event's metrics, validated by the rules of ``protocol.parse_metric``, as plain dicts:
+    ``(metrics, samples)`` where ``metrics`` holds value, unit and the statistics of each metric and
+    ``samples`` the raw samples by metric name (None when no metric has any) — the store keeps them apart so
+    that reads of the statistics never parse the samples.
 
     The ingest hot path: the same checks (``value`` finite, ``unit`` a string, stats finite, ``n`` a
     non-negative int, ``samples`` a list of finite numbers) without building ``Metric`` objects, about 3x
@@ -94,14 +98,18 @@ def clean_metrics(raw: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(raw, dict):
         raise ValueError("result event has no 'metrics' object")
     out: dict[str, dict[str, Any]] = {}
+    samples_out: dict[str, list[float | int]] | None = None
+    isfinite, numbers = math.isfinite, _NUMBER_TYPES
     for name, m in raw.items():
-        if not isinstance(m, dict) or not isinstance(m.get("unit"), str) or not _finite(m.get("value")):
+        # Inlined checks (no helper calls): this runs for every metric of every result ingested.
+        value: Any = m.get("value") if isinstance(m, dict) else None
+        if type(value) not in numbers or not isfinite(value) or not isinstance(m.get("unit"), str):
             raise ValueError(f"metric {name!r} needs a finite number 'value' and a string 'unit'")
-        d: dict[str, Any] = {"value": float(m["value"]), "unit": m["unit"]}
+        d: dict[str, Any] = {"value": float(value), "unit": m["unit"]}
         for k in _STAT_KEYS:
             v = m.get(k)
             if v is not None:
-                if not _finite(v):
+                if type(v) not in numbers or not isfinite(v):
                     raise ValueError(f"metric {name!r}: {k} must be a finite number, got {v!r}")
                 d[k] = float(v)
         n = m.get("n")
@@ -111,13 +119,12 @@ def clean_metrics(raw: Any) -> dict[str, dict[str, Any]]:
             d["n"] = n
         samples = m.get("samples")
         if samples is not None:
-            # sum() of finite floats is finite unless it overflows; both cases reject only absurd input.
-            if (
-                not isinstance(samples, list)
-                or not all(type(s) in (float, int) for s in samples)
-                or not math.isfinite(sum(samples))
-            ):
+            # set(map(type, ...)) runs in C: exact float/int (bool is an int subclass and is refused). sum() of
+            # finite floats is finite unless it overflows; both cases reject only absurd input.
+            if not isinstance(samples, list) or not set(map(type, samples)) <= numbers or not isfinite(sum(samples)):
                 raise ValueError(f"metric {name!r}: samples must be a list of finite numbers")
-            d["samples"] = samples
+            if samples_out is None:
+                samples_out = {}
+            samples_out[str(name)] = samples
         out[str(name)] = d
-    return out
+    return out, samples_out

@@ -7,6 +7,7 @@ at once, without waiting, when another writer got there first; taking the write 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +21,9 @@ from orchestrator.errors import ConfigError
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE_OPTION = "orch_write"
+# JSON columns are written without the spaces of json.dumps' defaults (about 10% of a metrics document), by one
+# encoder built once rather than one per value.
+compact_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def make_engine(url: str) -> Engine:
@@ -36,7 +40,7 @@ def make_engine(url: str) -> Engine:
         ) from exc
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, Any] = {"json_serializer": compact_json}
     if parsed.drivername.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False}
     else:

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from orchestrator.api.schemas import ComparisonOut, SeriesOut
 from orchestrator.api.security import check_listen_policy, token_problem
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
@@ -39,9 +40,7 @@ def api(store: Store, serve: Callable[[Settings, Store], str]) -> Api:
 def test_health_hosts_and_dashboard(api: Api) -> None:
     with api.client() as c:
         health = c.get("/healthz").json()
-        assert (
-            health["status"] == "ok" and health["database"] == api.store.dialect and health["schema_revision"]
-        )
+        assert health["status"] == "ok" and health["database"] == api.store.dialect and health["schema_revision"]
         assert [h["name"] for h in c.get("/api/v1/hosts").json()] == ["h1", "h2"]
         page = c.get("/")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
@@ -65,10 +64,7 @@ def test_run_detail_results_and_roof(api: Api) -> None:
     with api.client() as c:
         run = c.get(f"/api/v1/runs/{api.runs['head']}").json()
         assert [h["host"] for h in run["host_runs"]] == ["h1", "h2"] and run["results"] == 8
-        assert (
-            run["host_runs"][0]["measured_roof_gbps"] == 4000.0
-            and run["host_runs"][1]["measured_roof_gbps"] is None
-        )
+        assert run["host_runs"][0]["measured_roof_gbps"] == 4000.0 and run["host_runs"][1]["measured_roof_gbps"] is None
         res = c.get(f"/api/v1/runs/{api.runs['head']}/results", params={"host": "h1"}).json()
         assert res["total"] == 4 and res["items"][0]["pct_of_measured_roof"] == pytest.approx(75.0)
         assert res["items"][0]["metrics"]["time_ms"]["unit"] == "ms"
@@ -89,10 +85,24 @@ def test_series_and_compare(api: Api) -> None:
         assert [ln["run_id"] for ln in s["lines"]] == [api.runs["head"], api.runs["base"]]
         cmp = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"]}).json()
         assert cmp["metric"] == "time_ms" and cmp["geomean"] == pytest.approx(0.5) and len(cmp["cases"]) == 8
-        g = c.get(
-            "/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "gbps"}
-        )
+        g = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "gbps"})
         assert g.json()["geomean"] == pytest.approx(1.0)
+
+
+def test_series_and_compare_bytes_are_their_schemas(api: Api) -> None:
+    """/series and /compare serialize the store's records directly (no schema validation on the hot path):
+    the bytes must be exactly those of the documented response schemas."""
+    with api.client() as c:
+        series = c.get("/api/v1/series", params={"suite": "moe-sweep", "metric": "time_ms", "x": "M"})
+        cmp = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"]})
+    want = SeriesOut.model_validate(api.store.series(suite="moe-sweep", metric="time_ms", x="M"))
+    assert series.content == want.model_dump_json().encode()
+    assert (
+        cmp.content
+        == ComparisonOut.model_validate(api.store.compare(api.runs["base"], api.runs["head"]))
+        .model_dump_json()
+        .encode()
+    )
 
 
 @pytest.mark.parametrize(
@@ -123,9 +133,7 @@ def test_bad_input_is_4xx_with_detail(api: Api, path: str, params: dict[str, obj
 
 def test_compare_unknown_metric_is_404(api: Api) -> None:
     with api.client() as c:
-        r = c.get(
-            "/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "nope"}
-        )
+        r = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "nope"})
         assert r.status_code == 404 and "nope" in r.json()["detail"]
 
 
@@ -143,9 +151,7 @@ def test_writes_need_the_token(api: Api) -> None:
         assert anon.get(f"/api/v1/runs/{rid}").status_code == 404
 
 
-def test_writes_disabled_without_token_and_read_token(
-    store: Store, serve: Callable[[Settings, Store], str]
-) -> None:
+def test_writes_disabled_without_token_and_read_token(store: Store, serve: Callable[[Settings, Store], str]) -> None:
     seed(store)
     url = serve(Settings(), store)
     with httpx.Client(base_url=url) as c:

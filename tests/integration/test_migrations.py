@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
@@ -49,13 +52,24 @@ def test_models_and_migrations_do_not_drift(db_url: str) -> None:
     try:
         store.upgrade()
         with store.engine.connect() as conn:
-            ctx = MigrationContext.configure(
-                conn, opts={"compare_type": True, "compare_server_default": True}
-            )
+            ctx = MigrationContext.configure(conn, opts={"compare_type": True, "compare_server_default": True})
             diff = compare_metadata(ctx, Base.metadata)
         assert diff == [], f"models differ from migrations; run `alembic revision --autogenerate`: {diff}"
     finally:
         store.close()
+
+
+def _metrics_0001(seq: int) -> dict[str, Any]:
+    """Revision 0001's metrics document: raw samples inside each metric (seq 3 has none, seq 4 is an error)."""
+    if seq == 4:
+        return {}
+    time_ms: dict[str, Any] = {"value": 1.0 + seq, "unit": "ms", "median": 1.0 + seq, "n": 3}
+    if seq != 3:
+        time_ms["samples"] = [0.5 + seq, 1.0 + seq, 1.5 + seq]
+    metrics: dict[str, Any] = {"time_ms": time_ms, "gbps": {"value": 100.0 * (seq + 1), "unit": "GB/s"}}
+    if seq == 2:
+        metrics["gbps"]["samples"] = [99.0, 100.0]
+    return metrics
 
 
 def _seed_0001(conn: Connection) -> str:
@@ -76,7 +90,7 @@ def _seed_0001(conn: Connection) -> str:
     conn.execute(
         text(
             "INSERT INTO host_runs (run_id, host, status, last_seq, results, errors, info) "
-            "VALUES (:id, 'h1', 'completed', 4, 5, 0, '{}')"
+            "VALUES (:id, 'h1', 'completed', 4, 4, 1, '{}')"
         ),
         {"id": run_id},
     )
@@ -84,10 +98,10 @@ def _seed_0001(conn: Connection) -> str:
         conn.execute(
             text(
                 "INSERT INTO results (run_id, host, seq, status, case_params, case_key, m, metrics) "
-                "VALUES (:id, 'h1', :seq, 'ok', :case, :key, :m, :metrics)"
+                "VALUES (:id, 'h1', :seq, :status, :case, :key, :m, :metrics)"
             ),
-            {"id": run_id, "seq": seq, "case": f'{{"M": {2**seq}}}', "key": f"k{seq}", "m": 2**seq,
-             "metrics": '{"time_ms": {"value": 1.0, "unit": "ms", "median": 1.0}}'},
+            {"id": run_id, "seq": seq, "status": "error" if seq == 4 else "ok", "case": f'{{"M": {2**seq}}}',
+             "key": f"k{seq}", "m": 2**seq, "metrics": json.dumps(_metrics_0001(seq))},
         )  # fmt: skip
     return run_id
 
@@ -114,10 +128,58 @@ def test_upgrade_from_previous_revision_keeps_rows(db_url: str, rev: str) -> Non
         migrate.upgrade(store.engine)
         assert _counts(store) == before
         run = store.get_run(run_id)
-        assert run.status == "completed" and run.results == 5
+        assert run.status == "completed" and (run.results, run.errors) == (4, 1)
         assert [r.m for r in store.results(run_id).items] == [1, 2, 4, 8, 16]
+        # every sample survives, and the statistics no longer carry them
+        assert [r.metrics for r in store.results(run_id, samples=True).items] == [_metrics_0001(i) for i in range(5)]
+        assert all("samples" not in m for r in store.results(run_id).items for m in r.metrics.values())
     finally:
         store.close()
+
+
+def test_samples_move_out_of_metrics_and_back(db_url: str) -> None:
+    """0001 → 0002 splits metrics into statistics and samples (SQL NULL when none); 0002 → 0001 joins them."""
+    store = Store.from_url(db_url)
+    try:
+        migrate.upgrade(store.engine, "0001")
+        with store.engine.begin() as conn:
+            run_id = _seed_0001(conn)
+        before = _raw_metrics(store)
+        migrate.upgrade(store.engine, "0002")
+        with store.engine.connect() as conn:
+            rows = conn.execute(text("SELECT seq, metrics, samples FROM results ORDER BY seq")).all()
+        stored = {seq: (_loads(m), _loads(smp)) for seq, m, smp in rows}
+        assert stored[0] == (
+            {"time_ms": {"value": 1.0, "unit": "ms", "median": 1.0, "n": 3}, "gbps": {"value": 100.0, "unit": "GB/s"}},
+            {"time_ms": [0.5, 1.0, 1.5]},
+        )
+        assert stored[2][1] == {"time_ms": [2.5, 3.0, 3.5], "gbps": [99.0, 100.0]}
+        assert stored[3][1] is None and stored[4] == ({}, None)
+        with store.engine.connect() as conn:
+            nulls = conn.execute(text("SELECT count(*) FROM results WHERE samples IS NULL")).scalar_one()
+        assert nulls == 2
+        _downgrade(store, "0001")
+        assert _raw_metrics(store) == before
+        assert store.schema_revision() == "0001" and run_id
+    finally:
+        store.close()
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _raw_metrics(store: Store) -> dict[int, Any]:
+    with store.engine.connect() as conn:
+        return {seq: _loads(m) for seq, m in conn.execute(text("SELECT seq, metrics FROM results"))}
+
+
+def _downgrade(store: Store, revision: str) -> None:
+    cfg = migrate.alembic_config()
+    with store.engine.connect() as conn:
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, revision)
+        conn.commit()
 
 
 def _counts(store: Store) -> dict[str, int]:

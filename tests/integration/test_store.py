@@ -6,17 +6,17 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import select
 
 from orchestrator.errors import NotFoundError, StoreError, UsageError
 from orchestrator.protocol import Event
+from orchestrator.store.models import Result
 from orchestrator.store.records import RunFilter
 from orchestrator.store.repo import Store
 from tests.integration.conftest import hello, result_event
 
 
-def _run(
-    store: Store, *, suite: str = "moe-sweep", hosts: list[str] | None = None, label: str | None = None
-) -> str:
+def _run(store: Store, *, suite: str = "moe-sweep", hosts: list[str] | None = None, label: str | None = None) -> str:
     hosts = hosts or ["h1", "h2"]
     for h in hosts:
         store.upsert_host(h, address=f"{h}.example", group="g", labels={"rack": "1"})
@@ -59,12 +59,7 @@ def test_ingest_idempotent_and_resumable(store: Store) -> None:
     more = [result_event(5, 32, 6.0), Event(seq=6, type="done", data={"counts": {"results": 5, "errors": 0}})]
     assert store.ingest(run_id, "h1", events + more) == 1
     hr = store.get_run(run_id).host_run("h1")
-    assert (
-        hr is not None
-        and hr.results == 5
-        and hr.errors == 0
-        and hr.done_counts == {"results": 5, "errors": 0}
-    )
+    assert hr is not None and hr.results == 5 and hr.errors == 0 and hr.done_counts == {"results": 5, "errors": 0}
     assert hr.agent_version == "v1" and hr.cases_total == 4
     page = store.results(run_id, host="h1")
     assert page.total == 5 and [r.m for r in page.items] == [2, 4, 8, 16, 32]
@@ -74,6 +69,34 @@ def test_ingest_idempotent_and_resumable(store: Store) -> None:
         2,
         1.05 * 2,
     ]
+
+
+def test_ingest_stores_statistics_and_samples_apart(store: Store) -> None:
+    """metrics keep value/unit/statistics; samples hold the raw samples by metric (NULL when none)."""
+    run_id = _run(store)
+    plain = Event(
+        seq=2, type="result", ts=1_700_000_002.5, data={"case": {"M": 4}, "metrics": {"x": {"value": 1, "unit": "u"}}}
+    )
+    store.ingest(run_id, "h1", [result_event(1, 2, 3.0, gbps=10.0), plain])
+    with store.engine.connect() as conn:
+        rows = conn.execute(
+            select(Result.seq, Result.metrics, Result.samples, Result.info, Result.ts).order_by(Result.seq)
+        ).all()
+    t = 3.0
+    assert rows[0].metrics == {
+        "time_ms": {"value": t, "unit": "ms", "median": t, "p10": t * 0.95, "p90": t * 1.05, "min": t * 0.9,
+                    "max": t * 1.1, "n": 3},
+        "gbps": {"value": 10.0, "unit": "GB/s", "median": 10.0},
+    }  # fmt: skip
+    assert rows[0].samples == {"time_ms": [3.0 * 0.95, 3.0, 3.0 * 1.05]}
+    assert rows[1].samples is None and rows[1].info is None
+    assert [r.ts for r in rows] == [
+        datetime.fromtimestamp(1_700_000_001.0, timezone.utc),
+        datetime.fromtimestamp(1_700_000_002.5, timezone.utc),
+    ]
+    items = store.results(run_id, samples=True).items
+    assert items[0].metrics["time_ms"]["samples"] == [3.0 * 0.95, 3.0, 3.0 * 1.05]
+    assert "samples" not in items[0].metrics["gbps"] and items[1].metrics == {"x": {"value": 1.0, "unit": "u"}}
 
 
 def test_ingest_duplicates_within_batch_and_unique_backstop(store: Store) -> None:
@@ -182,12 +205,14 @@ def test_compare_pairs_cases_and_geomean(store: Store) -> None:
     c = store.compare(base, head)
     assert c.metric == "time_ms" and c.unit == "ms" and c.paired_on == "host+case"
     assert [(x.case["M"], x.ratio) for x in c.cases] == [(1, 0.5), (2, 0.5), (4, 2.0)]
+    assert [x.case for x in c.cases] == [{"M": 2**i, "E": 8, "seed": i} for i in range(3)]  # the base run's
     assert c.geomean == pytest.approx((0.5 * 0.5 * 2.0) ** (1 / 3))
     assert c.only_base == 1 and c.only_head == 0
     other = _run(store, hosts=["b300-0"])
     store.ingest(other, "b300-0", [result_event(i, 2**i, 1.0) for i in range(4)])
     cross = store.compare(base, other)
     assert cross.paired_on == "case" and cross.geomean == pytest.approx(0.5)
+    assert [(x.host, x.case["M"], x.base, x.head) for x in cross.cases] == [(None, 2**i, 2.0, 1.0) for i in range(4)]
     with pytest.raises(NotFoundError):
         store.compare(base, head, metric="nope")
 
@@ -233,9 +258,7 @@ def test_concurrent_writers_and_readers(store: Store) -> None:
         except BaseException as exc:  # pragma: no cover
             failures.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(h,)) for h in ("h1", "h2")] + [
-        threading.Thread(target=reader)
-    ]
+    threads = [threading.Thread(target=writer, args=(h,)) for h in ("h1", "h2")] + [threading.Thread(target=reader)]
     for t in threads:
         t.start()
     for t in threads:

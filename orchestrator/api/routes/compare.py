@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 
-from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, StoreDep, json_response
+from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, StoreDep, record_response
 from orchestrator.api.schemas import ComparisonOut
 
 router = APIRouter(tags=["compare"])
@@ -21,4 +21,4 @@ def compare(
         str | None, Query(pattern=NAME_PATTERN, description="default time_ms, else the first")
     ] = None,
 ) -> Response:
-    return json_response(ComparisonOut.model_validate(store.compare(base, head, metric=metric)))
+    return record_response(store.compare(base, head, metric=metric))

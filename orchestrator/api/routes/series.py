@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query, Response
 
-from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, TEXT_PATTERN, StoreDep, json_response
+from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, TEXT_PATTERN, StoreDep, record_response
 from orchestrator.api.schemas import SeriesOut
 
 router = APIRouter(tags=["series"])
@@ -26,4 +26,4 @@ def series(
     s = store.series(
         suite=suite, metric=metric, x=x, hosts=host, run_id=run, group_by=group_by, max_lines=limit
     )
-    return json_response(SeriesOut.model_validate(s))
+    return record_response(s)
