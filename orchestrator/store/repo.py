@@ -76,7 +76,7 @@ RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 # case parameter -> indexed column (moe-sweep names the batch "M"; other suites "m")
 TYPED_AXES = {"m": "m", "M": "m", "concurrency": "concurrency", "size_bytes": "size_bytes"}
 DEFAULT_COMPARE_METRIC = "time_ms"
-_IN_CHUNK = 5_000  # ids per IN (..) list: SQLite allows 32,766 bound parameters
+_IN_CHUNK = 900  # ids per IN (..) list: SQLite before 3.32 allows 999 bound parameters per statement
 _RESULT_TABLE: Table = Result.__table__  # type: ignore[assignment]
 
 

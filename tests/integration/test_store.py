@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from orchestrator.errors import NotFoundError, StoreError, UsageError
 from orchestrator.protocol import Event
+from orchestrator.store import repo
 from orchestrator.store.models import Result
 from orchestrator.store.records import RunFilter
 from orchestrator.store.repo import Store
@@ -275,3 +276,13 @@ def test_unmigrated_database_says_upgrade(db_url: str) -> None:
         assert "orch db upgrade" in e.value.hint
     finally:
         s.close()
+
+
+def test_compare_reads_case_params_for_more_cases_than_one_in_list(store: Store) -> None:
+    """Case parameters are fetched by id in chunks (SQLite caps bound parameters): every case gets its own."""
+    base, head = _run(store, hosts=["h1"]), _run(store, hosts=["h1"])
+    n = repo._IN_CHUNK + 50
+    store.ingest(base, "h1", [result_event(i, i + 1, 2.0) for i in range(n)])
+    store.ingest(head, "h1", [result_event(i, i + 1, 1.0) for i in range(n)])
+    c = store.compare(base, head)
+    assert [x.case["M"] for x in c.cases] == list(range(1, n + 1)) and c.geomean == pytest.approx(0.5)
