@@ -50,7 +50,9 @@ def make_engine(url: str) -> Engine:
     except (NoSuchModuleError, ImportError) as exc:
         raise ConfigError(
             f"no database driver for {parsed.drivername!r}",
-            "install orch[postgres] (psycopg) for PostgreSQL URLs",
+            "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (install orch[postgres] for psycopg)"
+            if parsed.get_backend_name() not in ("postgresql", "sqlite")
+            else "install orch[postgres] (psycopg) for PostgreSQL URLs",
         ) from exc
     if engine.dialect.name == "sqlite":
         _tune_sqlite(engine)
