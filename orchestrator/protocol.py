@@ -26,6 +26,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 PROTOCOL_VERSION = 1
 EVENT_TYPES = frozenset({"hello", "case_start", "result", "log", "error", "done"})
 METRIC_STAT_KEYS = ("median", "p10", "p90", "min", "max", "n")
@@ -131,8 +133,8 @@ def parse_line(line: str | bytes, *, expected_seq: int) -> Event:
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
     text = text.strip()
     try:
-        doc = json.loads(text)
-    except ValueError:
+        doc = orjson.loads(text)  # the ingest hot path: orjson parses a result line ~3x faster than json
+    except ValueError:  # orjson.JSONDecodeError is a ValueError
         return error_event(
             expected_seq, f"malformed agent line {expected_seq} (not JSON): {text[:200]!r}", kind="protocol"
         )
