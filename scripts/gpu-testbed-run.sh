@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run (issue 5), on the lent H200 machine, from the project root, after ../shared/gpu-testbed/fetch.sh
-# filled .gpu-carry/. Starts a real sshd on 127.0.0.1:2222, trusts its key by fingerprint, and runs orch end to
+# filled .gpu-carry/ with the project's dependencies (fetch.sh takes no `-e .`; name them):
+#   ../shared/gpu-testbed/fetch.sh .gpu-carry asyncssh 'sqlalchemy>=2' alembic fastapi uvicorn 'pydantic>=2.6' \
+#     pydantic-settings typer rich httpx pyyaml orjson Starts a real sshd on 127.0.0.1:2222, trusts its key by fingerprint, and runs orch end to
 # end over SSH: doctor (first with the login python3, which lacks torch), deploy, hbm-bandwidth, moe-sweep
 # (kimi-k2, bf16, M=1..4096), runs show --json, and the API's /series. Everything lands in $OUT/h200-run.tar.gz.
 # `scripts/gpu-testbed-run.sh decode`: the same set-up, then the built-in decode suite (kimi-k2 preset) only.
