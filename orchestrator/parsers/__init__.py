@@ -11,12 +11,22 @@ One module per format; ``PARSERS`` maps a suite file's ``parser:`` name to its :
 ``sglang-serving``  SGLang ``bench_serving`` result JSONL (``accept_length`` when speculative)
 ``vllm-serve``      vLLM ``bench serve --save-result`` JSON (``spec_decode_acceptance_length`` when present)
 ``vllm-latency``    vLLM ``bench latency --output-json`` JSON
+``nccl-tests``      nccl-tests (``all_reduce_perf`` & co.) text table or ``-J`` JSON; one row per case's size
 =================== =====================================================================================
 """
 
 from __future__ import annotations
 
-from orchestrator.parsers import json_doc, jsonl, regex, sglang_one_batch, sglang_serving, vllm_latency, vllm_serve
+from orchestrator.parsers import (
+    json_doc,
+    jsonl,
+    nccl_tests,
+    regex,
+    sglang_one_batch,
+    sglang_serving,
+    vllm_latency,
+    vllm_serve,
+)
 from orchestrator.parsers.base import ParseError, ParserDef, Record, extract, lookup
 
 PARSERS: dict[str, ParserDef] = {
@@ -29,6 +39,7 @@ PARSERS: dict[str, ParserDef] = {
         sglang_serving.PARSER,
         vllm_serve.PARSER,
         vllm_latency.PARSER,
+        nccl_tests.PARSER,
     )
 }
 

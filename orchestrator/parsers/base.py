@@ -78,7 +78,9 @@ class ParserDef:
     ``records(text, pattern)`` splits an output into records (``pattern``: the regex parser's, else None).
     ``units``: the unit of each documented field; ``unit_rules``: (regex over the path, unit) for field families
     (``*_ms``). ``headline``: the metrics recorded when a suite names none. ``signature``: fields every record of
-    this format has; records without them are ignored, and an output with none is a ParseError.
+    this format has; records without them are ignored, and an output with none is a ParseError. ``select(records,
+    case)``: the records of one case (its parameters), for formats whose output holds several (nccl-tests: the
+    row of the case's ``size_bytes``); raises ParseError naming what was found when that is not exactly one.
     """
 
     name: str
@@ -89,6 +91,7 @@ class ParserDef:
     headline: tuple[str, ...] = ()
     signature: tuple[str, ...] = ()
     takes_pattern: bool = False
+    select: Callable[[Sequence[Record], Mapping[str, Any]], list[Record]] | None = None
 
     @property
     def generic(self) -> bool:
@@ -103,13 +106,16 @@ class ParserDef:
                 return unit
         return None
 
-    def parse(self, text: str, pattern: str | None = None) -> list[Record]:
-        """The output's records of this format. Raises ParseError when there is none."""
+    def parse(self, text: str, pattern: str | None = None, case: Mapping[str, Any] | None = None) -> list[Record]:
+        """The output's records of this format (of ``case`` when the format selects). Raises ParseError when there
+        is none."""
         records = self.records(text, pattern)
         if self.signature:
             records = [r for r in records if all(k in r for k in self.signature)]
         if not records:
             raise ParseError(f"no {self.description} in the output")
+        if self.select is not None:
+            records = self.select(records, case or {})
         return records
 
 

@@ -17,6 +17,12 @@ Two formats, both written by NVIDIA/nccl-tests ``src/util.cu``:
 Units are nccl-tests': time in µs, algbw = bytes / 1e9 / s, busbw = algbw · 2(n−1)/n for all_reduce, GB/s.
 Rows carry ``placement`` (``out-of-place`` | ``in-place``); orch's own ``allreduce`` bench times
 torch.distributed's in-place all-reduce, so compare it with the ``in-place`` rows.
+
+As a suite parser (``parser: nccl-tests``, the packaged suite ``nccl-allreduce``): one record per result line
+(size), the out-of-place figures as ``time_us``, ``algbw_gbps``, ``busbw_gbps``, ``wrong`` (the headline) and the
+in-place ones as ``time_us_inplace``, ``algbw_gbps_inplace``, ``busbw_gbps_inplace``, ``wrong_inplace``; a case
+(one message size) takes the one record of its ``size_bytes`` (a case without that parameter: the output's only
+record), and any other count is a ParseError naming the sizes found.
 """
 
 from __future__ import annotations
@@ -24,11 +30,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from orchestrator.parsers.base import ParseError
+from orchestrator.parsers.base import ParseError, ParserDef, Record
 
 Placement = Literal["out-of-place", "in-place"]
 PLACEMENTS: tuple[Placement, Placement] = ("out-of-place", "in-place")
@@ -225,3 +231,64 @@ def parse_json(text: str) -> NcclReport:
 def parse(text: str) -> NcclReport:
     """JSON (``-J``) when the text is a JSON object, else the stdout table."""
     return parse_json(text) if text.lstrip().startswith("{") else parse_text(text)
+
+
+# -- as a suite parser --------------------------------------------------------------------------------------------
+
+_FIELDS = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
+UNITS = {"time_us": "us", "algbw_gbps": "GB/s", "busbw_gbps": "GB/s", "wrong": "elements", "size_bytes": "B"}
+UNITS |= {f"{k}_inplace": UNITS[k] for k in _FIELDS}
+
+
+def _records(text: str, pattern: str | None) -> list[Record]:
+    """One record per result line / JSON result (size): out-of-place fields plain, in-place ones ``*_inplace``."""
+    try:
+        report = parse(text)
+    except ParseError as exc:
+        raise ParseError(f"no usable nccl-tests output ({exc})") from None
+    out: list[dict[str, Any]] = []
+    for row in report.rows:
+        suffix = "" if row.placement == "out-of-place" else "_inplace"
+        cur = out[-1] if out else None
+        if cur is None or cur["size_bytes"] != row.size_bytes or f"time_us{suffix}" in cur:
+            cur = {"size_bytes": row.size_bytes, "count": row.count, "type": row.type, "redop": row.redop}
+            out.append(cur)
+        cur[f"time_us{suffix}"] = row.time_us
+        cur[f"algbw_gbps{suffix}"] = row.algbw_gbps
+        cur[f"busbw_gbps{suffix}"] = row.busbw_gbps
+        if row.wrong is not None:
+            cur[f"wrong{suffix}"] = row.wrong
+    return list(out)
+
+
+def _sizes(records: list[Record]) -> str:
+    sizes = [str(r["size_bytes"]) for r in records]
+    return ", ".join(sizes) if len(sizes) <= 8 else f"{', '.join(sizes[:4])}, ..., {', '.join(sizes[-2:])}"
+
+
+def select_case(records: Sequence[Record], case: Mapping[str, Any]) -> list[Record]:
+    """The one record of the case's ``size_bytes`` (no such parameter: the output's only record). Raises
+    ParseError naming the count and the sizes found otherwise."""
+    size = case.get("size_bytes")
+    if isinstance(size, int) and not isinstance(size, bool):
+        picked = [r for r in records if r["size_bytes"] == size]
+        what = f"for size_bytes={size}"
+    else:
+        picked, what = list(records), "where one case is one message size"
+    if len(picked) != 1:
+        raise ParseError(
+            f"{len(picked)} result rows {what} (sizes in the output: {_sizes(list(records))}); "
+            "run the binary with -b SIZE -e SIZE for one size"
+        )
+    return picked
+
+
+PARSER = ParserDef(
+    "nccl-tests",
+    "nccl-tests result row (the text table of all_reduce_perf & co., or its -J JSON)",
+    _records,
+    units=UNITS,
+    headline=(*_FIELDS, *(f"{k}_inplace" for k in _FIELDS)),
+    signature=("size_bytes",),
+    select=select_case,
+)

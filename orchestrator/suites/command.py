@@ -6,7 +6,8 @@ The pieces a loaded suite file becomes (``loader.py`` builds them, ``registry.re
   host's deployed build, ``~/.orch/builds/current``) and ``{output}`` (a fresh file per run whose content is
   parsed instead of stdout, for tools that write results to a file). ``{build}`` and ``{output}`` are sent as the
   tokens ``{orch_build}`` / ``{orch_output}`` and resolved by the agent on the host, so a case's argv is the
-  same on every host and for every build;
+  same on every host and for every build. A ``str`` parameter's value may hold ``{build}`` as well
+  (``--set binary={build}/all_reduce_perf``), resolved the same way;
 - the **grid**: a tree of ``cross`` (cartesian product) and ``zip`` (pairwise, equal lengths) nodes over the
   suite's list parameters; one case per point;
 - the **parser** and the **metrics** it extracts (name -> field path and unit);
@@ -152,7 +153,8 @@ class CommandSuite:
         for point in points:
             case: dict[str, Any] = {name: values[name] for name in self.scalars}
             case.update(point)
-            subst = {**case, **BUILTIN_PLACEHOLDERS}
+            # a str parameter's value may name the build too (--set binary={build}/all_reduce_perf)
+            subst = {**{k: _build_token(v) for k, v in case.items()}, **BUILTIN_PLACEHOLDERS}
             case["argv"] = [render(t, subst) for t in self.argv]
             case["env"] = {k: render(v, subst) for k, v in self.env.items()}
             case["timeout_s"] = self.timeout_s
@@ -174,6 +176,10 @@ class CommandSuite:
             "metrics": [{"name": m.name, "path": m.path, "unit": m.unit} for m in self.metrics],
             "references": {g: {k: b.text for k, b in refs.items()} for g, refs in self.references.items()},
         }
+
+
+def _build_token(value: Any) -> Any:
+    return value.replace("{build}", BUILD_TOKEN) if isinstance(value, str) else value
 
 
 def _grid_doc(node: Grid) -> dict[str, Any]:
@@ -221,8 +227,11 @@ def _summary(values: list[float], unit: str) -> Metric:
     return Metric(value=med, unit=unit, median=med, p10=q[0], p90=q[-1], min=s[0], max=s[-1], n=len(s), samples=values)
 
 
-def parse_outputs(suite: CommandSuite, outputs: Sequence[str]) -> dict[str, Metric]:
-    """Metrics from each run's output (several runs: median and p10/p90 over the runs, samples kept).
+def parse_outputs(
+    suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, Any] | None = None
+) -> dict[str, Metric]:
+    """Metrics from each run's output (several runs: median and p10/p90 over the runs, samples kept); a parser
+    that selects (nccl-tests) takes the records of ``case``, the case's parameters.
 
     Raises ParseError naming the parser and the metrics it could not find (every named metric must be found; of
     a parser's headline metrics, taken when the suite names none, at least one). An optional metric missing
@@ -235,7 +244,7 @@ def parse_outputs(suite: CommandSuite, outputs: Sequence[str]) -> dict[str, Metr
     for i, text in enumerate(outputs):
         run = f" (run {i + 1} of {len(outputs)})" if len(outputs) > 1 else ""
         try:
-            records = parser.parse(text, suite.pattern)
+            records = parser.parse(text, suite.pattern, case)
         except ParseError as exc:
             raise ParseError(f"parser {suite.parser} found {exc}{run}") from None
         found, missing = extract(records, paths)
@@ -290,7 +299,7 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
     if isinstance(stdout, str) and main is not None:
         info["stdout_tail"] = _tail(stdout, 4096)
     try:
-        metrics = {**_agent_metrics(data), **parse_outputs(suite, texts)}
+        metrics = {**_agent_metrics(data), **parse_outputs(suite, texts, data["case"])}
     except ParseError as exc:
         last = [ln for ln in text.strip().splitlines() if ln.strip()][-3:]
         shown = " | ".join(ln[:200] for ln in last) if last else "(empty output)"
