@@ -7,7 +7,8 @@ The tree::
     │   ├── InventoryError         inventory.yaml malformed: file, line, key, fix
     │   ├── SelectionError         --hosts matched nothing / unknown name
     │   ├── SuiteError             unknown suite, unknown or bad parameter, bad suite file
-    │   └── ConfigError            settings (ORCH_*), tokens, ports
+    │   ├── ConfigError            settings (ORCH_*), tokens, ports
+    │   └── IncomparableError      two runs that cannot be compared (other suites, no shared case); API 422
     ├── HostError                  something about one host; `host` names it
     │   ├── ConnectError           dns / tcp / banner / throttled / handshake; `kind` says which
     │   ├── HostKeyError           verdict other than match / cert-authority; carries the verdict
@@ -69,6 +70,10 @@ class SuiteError(UsageError):
 
 class ConfigError(UsageError):
     pass
+
+
+class IncomparableError(UsageError):
+    """Two runs that cannot be compared: of different suites, or sharing no case of the metric."""
 
 
 class HostError(OrchError):

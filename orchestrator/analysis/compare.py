@@ -11,6 +11,10 @@ is a metric's ``median`` when present, else its ``value``.
 Direction: time-like metrics (units ms, us, µs, s, or names such as ``time_ms``, ``ttft``, ``tpot``, ``itl``)
 are lower-is-better; rates (GB/s, TFLOP/s, tokens/s, %) are higher-is-better. A metric of unknown direction
 gets the ratio but the verdict ``n/a``.
+
+Noise: a metric's stored ``p10``/``p90`` (the 10th and 90th percentiles of its samples) say how far one
+measurement scatters. A case is *noisy* when its change cannot be told from that scatter (see ``is_noisy``); its
+verdict is then ``within noise`` instead of ``regression``/``improvement``, and its ratio is kept.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Direction = Literal["lower", "higher"]
-Verdict = Literal["regression", "improvement", "unchanged", "n/a"]
+Verdict = Literal["regression", "improvement", "unchanged", "within noise", "n/a"]
 
 _LOWER_UNITS = frozenset({"ms", "us", "µs", "s", "ns", "s/token", "ms/token", "us/token", "µs/token"})
 _HIGHER_UNITS = frozenset({"GB/s", "TB/s", "TFLOP/s", "tokens/s", "tok/s", "token/s", "req/s", "%", "1/s"})
@@ -70,6 +74,7 @@ class CaseComparison:
     change: float | None
     direction: Direction | None
     verdict: Verdict
+    noisy: bool | None = None  # see is_noisy; None when a side has no p10/p90
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +87,7 @@ class CaseComparison:
             "change": self.change,
             "direction": self.direction,
             "verdict": self.verdict,
+            "noisy": self.noisy,
         }
 
 
@@ -127,15 +133,60 @@ def verdict(ratio: float | None, direction: Direction | None, threshold: float =
     return "unchanged"
 
 
-def _figure(m: Any) -> tuple[float, str] | None:
-    if not isinstance(m, Mapping):
+def is_noisy(
+    base: float,
+    base_p10: float | None,
+    base_p90: float | None,
+    head: float,
+    head_p10: float | None,
+    head_p90: float | None,
+) -> bool | None:
+    """Whether the change from ``base`` to ``head`` (two medians) is within the measurement noise.
+
+    True when the p10–p90 ranges of base and head overlap (touching ends count), or when either side's
+    relative spread (p90 − p10) / median exceeds the change |head/base − 1| being reported. A side whose
+    median is <= 0 has no relative spread (only the overlap test applies to it). None when either side lacks
+    its p10 or p90: the noise is unknown.
+
+    Examples: base 0.17 (p10 0.16, p90 53.0) against head 0.04 (0.039–0.041) is noisy: the ranges are apart,
+    but base's spread (53.0 − 0.16) / 0.17 ≈ 311 exceeds the change 0.76. Base 1.0 (0.99–1.01) against head
+    1.10 (1.09–1.11) is not: apart, and spreads of 2% and 1.8% are below the 10% change.
+    """
+    if base_p10 is None or base_p90 is None or head_p10 is None or head_p90 is None:
         return None
-    x = m.get("median")
-    if x is None:
-        x = m.get("value")
+    if base_p10 <= head_p90 and head_p10 <= base_p90:
+        return True
+    if base <= 0:
+        return False
+    change = abs(head / base - 1.0)
+    if (base_p90 - base_p10) / base > change:
+        return True
+    return head > 0 and (head_p90 - head_p10) / head > change
+
+
+def noise_verdict(
+    ratio: float | None, direction: Direction | None, noisy: bool | None, threshold: float = 0.05
+) -> Verdict:
+    """``within noise`` for a noisy case (``noisy`` from ``is_noisy``), else ``verdict(ratio, direction,
+    threshold)``; an unknown noise (None) leaves the verdict to the threshold alone."""
+    return "within noise" if noisy else verdict(ratio, direction, threshold)
+
+
+def _stat(m: Mapping[str, Any], name: str) -> float | None:
+    x = m.get(name)
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         return None
-    return float(x), str(m.get("unit", ""))
+    return float(x)
+
+
+def _figure(m: Any) -> tuple[float, str, float | None, float | None] | None:
+    """(median else value, unit, p10, p90) of one metric; None without a finite median or value."""
+    if not isinstance(m, Mapping):
+        return None
+    x = _stat(m, "median") if m.get("median") is not None else _stat(m, "value")
+    if x is None:
+        return None
+    return x, str(m.get("unit", "")), _stat(m, "p10"), _stat(m, "p90")
 
 
 def _index(
@@ -161,7 +212,8 @@ def compare(
     """Compare ``head`` against ``base`` (lists of result rows, see the module docstring).
 
     For each case key present on both sides and each metric present on both (or only those in ``metrics``),
-    ratio = head median / base median and a verdict by ``threshold``. ``geomean[metric]`` is the geometric
+    ratio = head median / base median, ``noisy`` by ``is_noisy`` from each side's p10/p90, and a verdict by
+    ``threshold`` (``within noise`` for a noisy case). ``geomean[metric]`` is the geometric
     mean of that metric's positive ratios. Cases are returned in ``base`` order, metrics in the base row's
     order.
 
@@ -183,9 +235,10 @@ def compare(
             bf, hf = _figure(bm[name]), _figure(hm[name])
             if bf is None or hf is None:
                 continue
-            (bv, unit), (hv, _) = bf, hf
+            (bv, unit, b10, b90), (hv, _, h10, h90) = bf, hf
             ratio = hv / bv if bv != 0 else None
             direction = metric_direction(name, unit)
+            noisy = is_noisy(bv, b10, b90, hv, h10, h90)
             cases.append(
                 CaseComparison(
                     key=k,
@@ -196,7 +249,8 @@ def compare(
                     ratio=ratio,
                     change=None if ratio is None else ratio - 1.0,
                     direction=direction,
-                    verdict=verdict(ratio, direction, threshold),
+                    verdict=noise_verdict(ratio, direction, noisy, threshold),
+                    noisy=noisy,
                 )
             )
             if ratio is not None and ratio > 0:

@@ -1,7 +1,8 @@
 """The results API: ``create_app(settings)`` builds the FastAPI app; ``orch serve`` runs it under uvicorn.
 
-Errors are JSON ``{"detail": ...}``: a NotFoundError is 404, a UsageError 400, request validation 422, an
-unreachable or unmigrated database 503. Nothing here touches the database until a request arrives.
+Errors are JSON ``{"detail": ...}``: a NotFoundError is 404, a UsageError 400, request validation and an
+IncomparableError 422, an unreachable or unmigrated database 503. Nothing here touches the database until a
+request arrives. ``/docs`` and ``/redoc`` load their scripts from this server (``routes/docs.py``), not a CDN.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from orchestrator.api.deps import require_read
-from orchestrator.api.routes import compare, health, hosts, results, runs, series, web
+from orchestrator.api.routes import compare, docs, health, hosts, results, runs, series, web
 from orchestrator.api.schemas import Detail
-from orchestrator.errors import NotFoundError, OrchError, StoreError, UsageError
+from orchestrator.errors import IncomparableError, NotFoundError, OrchError, StoreError, UsageError
 from orchestrator.settings import Settings
 from orchestrator.store.repo import Store
 
@@ -52,6 +53,8 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         version="1",
         description="Benchmark runs, results, plot series and run comparisons stored by orch.",
         lifespan=lifespan,
+        docs_url=None,  # served by routes/docs.py with local assets
+        redoc_url=None,
     )
     app.state.settings = settings
     app.state.store = the_store
@@ -84,6 +87,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
     app.include_router(api)
     app.include_router(health.router, responses=_ERRORS)
     app.include_router(web.router)
+    docs.install(app)
     return app
 
 
@@ -93,6 +97,8 @@ async def _orch_error(_: Request, exc: Exception) -> JSONResponse:
         code = 404
     elif isinstance(exc, StoreError):
         code = 503
+    elif isinstance(exc, IncomparableError):
+        code = 422
     elif isinstance(exc, UsageError):
         code = 400
     else:

@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from orchestrator.analysis.compare import Verdict
+
 
 class _Out(BaseModel):
     model_config = ConfigDict(from_attributes=True)
@@ -149,6 +151,18 @@ class CompareCaseOut(_Out):
     base: float
     head: float
     ratio: float | None = Field(description="head / base of the medians")
+    base_p10: float | None = Field(description="base's 10th percentile (None when not stored)")
+    base_p90: float | None = Field(description="base's 90th percentile (None when not stored)")
+    head_p10: float | None = Field(description="head's 10th percentile (None when not stored)")
+    head_p90: float | None = Field(description="head's 90th percentile (None when not stored)")
+    noisy: bool | None = Field(
+        description="the change is within the measurement noise: the p10-p90 ranges overlap, or either side's "
+        "(p90 - p10) / median exceeds |ratio - 1|; null when a side has no p10/p90"
+    )
+    verdict: Verdict = Field(
+        description="by the metric's direction and `threshold`; `within noise` when noisy, `n/a` when the "
+        "direction (lower or higher is better) is unknown"
+    )
 
 
 class ComparisonOut(_Out):
@@ -161,6 +175,8 @@ class ComparisonOut(_Out):
     geomean: float | None
     only_base: int
     only_head: int
+    threshold: float = Field(description="relative change beyond which a clear change is a regression or improvement")
+    noisy: int = Field(description="how many cases are noisy")
 
 
 class LabelIn(BaseModel):

@@ -403,20 +403,25 @@ def comparison_table(cmp: Any) -> None:
 
     unit = f" ({cmp.unit})" if cmp.unit else ""
     t = Table(title=f"{cmp.metric}{unit}: head {cmp.head} / base {cmp.base}", title_justify="left")
-    for col in ("host", "case", "base", "head", "head/base"):
+    for col in ("host", "case", "base", "head", "head/base", "verdict"):
         right = col in ("base", "head", "head/base")
         t.add_column(col, justify="right" if right else "left", overflow="fold")
     for x in cmp.cases:
         ratio = "-" if x.ratio is None else f"{x.ratio:.3f}"
-        t.add_row(x.host or "*", _case_text(x.case, ("seed",)), _fmt(x.base), _fmt(x.head), ratio)
+        verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
+        t.add_row(x.host or "*", _case_text(x.case, ("seed",)), _fmt(x.base), _fmt(x.head), ratio, verdict)
     c = console()
     c.print(t)
     gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
     c.print(
-        f"geometric mean head/base: [bold]{gm}[/bold] over {len(cmp.cases)} cases "
+        f"geometric mean head/base: [bold]{gm}[/bold] over {len(cmp.cases)} cases, {cmp.noisy} within noise "
         f"(paired on {cmp.paired_on}); "
         f"only in base: {cmp.only_base}, only in head: {cmp.only_head}"
     )
+
+
+# a case is "within noise" when its p10-p90 ranges overlap or a side's spread exceeds the change (is_noisy)
+_VERDICT_STYLE = {"regression": "[red]{}[/red]", "improvement": "[green]{}[/green]", "within noise": "[dim]{}[/dim]"}
 
 
 class RunProgress:

@@ -76,7 +76,8 @@ def compare(
     ] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Per-case ratio head/base of the medians, with the geometric mean."""
+    """Per-case ratio head/base of the medians, a verdict ('within noise' when the stored p10-p90 spread hides
+    the change), and the geometric mean. Runs of different suites, or sharing no case, are an error (exit 2)."""
     with _store(ctx) as store:
         result = store.compare(store.resolve_run_id(base), store.resolve_run_id(head), metric=metric)
     if json_out:

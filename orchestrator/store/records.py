@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from orchestrator.analysis.compare import Verdict
+
 T = TypeVar("T")
 
 
@@ -151,6 +153,12 @@ class CompareCase:
     base: float
     head: float
     ratio: float | None
+    base_p10: float | None
+    base_p90: float | None
+    head_p10: float | None
+    head_p90: float | None
+    noisy: bool | None
+    verdict: Verdict
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,6 +167,10 @@ class Comparison:
 
     ``paired_on`` is ``host+case`` when the runs share hosts (only shared hosts are compared) and ``case``
     when they do not (different machines: the median over each run's hosts per case).
+
+    Per case, ``base_p10``..``head_p90`` are the p10/p90 of each side (over several results of a case: the
+    lowest p10 and the highest p90; None when any lacks one), ``noisy`` and ``verdict`` are
+    ``analysis.compare.is_noisy`` and ``noise_verdict`` at ``threshold``; ``noisy`` counts the noisy cases.
     """
 
     base: str
@@ -170,3 +182,5 @@ class Comparison:
     geomean: float | None
     only_base: int
     only_head: int
+    threshold: float
+    noisy: int

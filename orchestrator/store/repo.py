@@ -39,7 +39,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, S
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis import roof
-from orchestrator.errors import NotFoundError, StoreError, UsageError
+from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict
+from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
 from orchestrator.protocol import Event
 from orchestrator.store import compute
 from orchestrator.store.models import (
@@ -76,6 +77,7 @@ RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-
 # case parameter -> indexed column (moe-sweep names the batch "M"; other suites "m")
 TYPED_AXES = {"m": "m", "M": "m", "concurrency": "concurrency", "size_bytes": "size_bytes"}
 DEFAULT_COMPARE_METRIC = "time_ms"
+COMPARE_THRESHOLD = 0.05  # a relative change beyond 5% (and clear of the noise) is a regression or improvement
 _IN_CHUNK = 900  # ids per IN (..) list: SQLite before 3.32 allows 999 bound parameters per statement
 _RESULT_TABLE: Table = Result.__table__  # type: ignore[assignment]
 
@@ -652,20 +654,39 @@ class Store:
         return Series(suite=suite, metric=metric, unit=unit, x=x, group_by=group_by, lines=lines)
 
     def compare(self, base: str, head: str, *, metric: str | None = None) -> Comparison:
-        """Per-case ratio of medians head/base and their geometric mean. Raises NotFoundError, UsageError.
+        """Per-case ratio of medians head/base, a noise judgement and verdict per case, and the geometric mean.
 
-        Reads (host, case_key, median) per result — the median extracted by the database — and each compared
-        case's parameters once, from the base run's first result of that case (lowest id)."""
+        Reads (host, case_key, median, p10, p90) per result — extracted by the database — and each compared
+        case's parameters once, from the base run's first result of that case (lowest id).
+
+        Raises:
+            NotFoundError: no such run, or the metric is in neither run.
+            IncomparableError: the runs are of different suites, or share no case with the metric.
+            UsageError: an invalid metric name.
+        """
         if metric is not None:
             check_name("metric", metric)
         with self._read() as s:
             base_run, head_run = self._run(s, base), self._run(s, head)
+            if base_run.suite != head_run.suite:
+                raise IncomparableError(
+                    f"run {base} is of suite {base_run.suite!r} and run {head} of suite {head_run.suite!r}: "
+                    "runs of different suites have no case in common",
+                    f"compare two runs of one suite; see them with `orch runs list --suite {base_run.suite}`",
+                )
             if metric is None:
                 metric = self._default_metric(s, base_run.id)
             med = _metric_center(metric)
 
             def fetch(rid: str) -> Sequence[_CompareRow]:
-                q = select(Result.id, Result.host, Result.case_key, med).where(
+                q = select(
+                    Result.id,
+                    Result.host,
+                    Result.case_key,
+                    med,
+                    _json_num(Result.metrics, metric, "p10"),
+                    _json_num(Result.metrics, metric, "p90"),
+                ).where(
                     Result.run_id == rid, Result.status == "ok", med.is_not(None)
                 )
                 return s.connection().execute(q).all()  # Core rows: no ORM result processing for 10,000s
@@ -682,6 +703,13 @@ class Store:
                 .limit(1)
             )
             paired = _pair(b_rows, h_rows)
+            if not paired.case_row_ids:
+                raise IncomparableError(
+                    f"runs {base} and {head} (suite {base_run.suite!r}) share no case with metric {metric!r}: "
+                    f"base has {len({r[2] for r in b_rows})} cases, head has {len({r[2] for r in h_rows})}"
+                    + (" (paired on host+case: only the hosts both ran are compared)" if paired.by_host else ""),
+                    "compare runs of the same suite parameters, or pick another metric with --metric",
+                )
             cases: dict[str, dict[str, Any]] = {}
             ids = sorted(paired.case_row_ids.values())
             for i in range(0, len(ids), _IN_CHUNK):
@@ -829,39 +857,40 @@ def _host_run_record(h: HostRun, roof_gbps: float | None) -> HostRunRecord:
     )
 
 
-_CompareRow = Any  # a Row (id, host, case_key, median); Row's type parameters differ between SQLAlchemy 2.0 and 2.1
+_CompareRow = Any  # a Row (id, host, case_key, median, p10, p90); its type parameters differ in SQLAlchemy 2.0/2.1
+_Figure = tuple[float, float | None, float | None]  # (median, p10, p90) of one result
 
 
 @dataclass(frozen=True)
 class _Paired:
-    """Medians grouped by (host or None, case_key) for each run, and the base row id naming each case."""
+    """(median, p10, p90) grouped by (host or None, case_key) for each run, and the base row id naming each case."""
 
     by_host: bool
-    base: dict[tuple[str | None, str], list[float]]
-    head: dict[tuple[str | None, str], list[float]]
+    base: dict[tuple[str | None, str], list[_Figure]]
+    head: dict[tuple[str | None, str], list[_Figure]]
     case_row_ids: dict[str, int]
 
 
 def _pair(b_rows: Sequence[_CompareRow], h_rows: Sequence[_CompareRow]) -> _Paired:
-    """Group (id, host, case_key, median) rows. Runs sharing hosts pair on host+case over the shared hosts;
-    runs on disjoint hosts pair on case alone (all hosts' medians of a case together)."""
+    """Group (id, host, case_key, median, p10, p90) rows. Runs sharing hosts pair on host+case over the shared
+    hosts; runs on disjoint hosts pair on case alone (all hosts' figures of a case together)."""
     shared = {r[1] for r in b_rows} & {r[1] for r in h_rows}
     by_host = bool(shared)
 
-    def group(rows: Sequence[_CompareRow]) -> dict[tuple[str | None, str], list[float]]:
-        vals: dict[tuple[str | None, str], list[float]] = defaultdict(list)
-        for _id, host, key, y in rows:
+    def group(rows: Sequence[_CompareRow]) -> dict[tuple[str | None, str], list[_Figure]]:
+        vals: dict[tuple[str | None, str], list[_Figure]] = defaultdict(list)
+        for _id, host, key, y, lo, hi in rows:
             if by_host:
                 if host in shared:
-                    vals[(host, key)].append(float(y))
+                    vals[(host, key)].append((float(y), lo, hi))
             else:
-                vals[(None, key)].append(float(y))
+                vals[(None, key)].append((float(y), lo, hi))
         return vals
 
     bv, hv = group(b_rows), group(h_rows)
     keys = {k for _, k in bv.keys() & hv.keys()}
     case_row_ids: dict[str, int] = {}
-    for row_id, host, key, _y in b_rows:
+    for row_id, host, key, *_ in b_rows:
         if key in keys and (not by_host or host in shared):
             if row_id < case_row_ids.get(key, row_id + 1):
                 case_row_ids[key] = row_id
@@ -877,16 +906,35 @@ def _comparison(
     keys = sorted([(host or "", rank[case_key], host, case_key) for host, case_key in p.base.keys() & p.head.keys()])
     out: list[CompareCase] = []
     logs: list[float] = []
-    isfinite, log, median = math.isfinite, math.log, compute.median
+    isfinite, log = math.isfinite, math.log
+    direction = metric_direction(metric, unit or "")
+    noisy_cases = 0
     for _, _, host, case_key in keys:  # 10,000s of cases: kept lean
         key = (host, case_key)
         bs, hs = p.base[key], p.head[key]
-        b = bs[0] if len(bs) == 1 else median(bs)
-        h = hs[0] if len(hs) == 1 else median(hs)
+        b, b10, b90 = bs[0] if len(bs) == 1 else _merge(bs)
+        h, h10, h90 = hs[0] if len(hs) == 1 else _merge(hs)
         ratio = h / b if b > 0 and isfinite(b) else None
         if ratio is not None and ratio > 0 and isfinite(ratio):
             logs.append(log(ratio))
-        out.append(CompareCase(host=host, case_key=case_key, case=cases[case_key], base=b, head=h, ratio=ratio))
+        noisy = is_noisy(b, b10, b90, h, h10, h90)
+        noisy_cases += noisy is True
+        out.append(
+            CompareCase(
+                host=host,
+                case_key=case_key,
+                case=cases[case_key],
+                base=b,
+                head=h,
+                ratio=ratio,
+                base_p10=b10,
+                base_p90=b90,
+                head_p10=h10,
+                head_p90=h90,
+                noisy=noisy,
+                verdict=noise_verdict(ratio, direction, noisy, COMPARE_THRESHOLD),
+            )
+        )
     return Comparison(
         base=base,
         head=head,
@@ -897,6 +945,21 @@ def _comparison(
         geomean=math.exp(sum(logs) / len(logs)) if logs else None,  # compute.geomean, fused into the loop
         only_base=len(p.base.keys() - p.head.keys()),
         only_head=len(p.head.keys() - p.base.keys()),
+        threshold=COMPARE_THRESHOLD,
+        noisy=noisy_cases,
+    )
+
+
+def _merge(figures: list[_Figure]) -> _Figure:
+    """Several results of one case (hosts, or repeats): the median of their medians and the envelope of their
+    p10-p90 ranges (None when any lacks its p10 or p90) — the scatter between them counts as noise too."""
+    lows = [f[1] for f in figures if f[1] is not None]
+    highs = [f[2] for f in figures if f[2] is not None]
+    n = len(figures)
+    return (
+        compute.median([f[0] for f in figures]),
+        min(lows) if len(lows) == n else None,
+        max(highs) if len(highs) == n else None,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,7 +15,7 @@ from orchestrator.api.security import check_listen_policy, token_problem
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
 from orchestrator.store.repo import Store
-from tests.integration.conftest import WRITE_TOKEN, seed
+from tests.integration.conftest import WRITE_TOKEN, result_event, seed
 
 READ_TOKEN = "r" * 8 + "-0123456789abcdef"
 
@@ -85,6 +86,10 @@ def test_series_and_compare(api: Api) -> None:
         assert [ln["run_id"] for ln in s["lines"]] == [api.runs["head"], api.runs["base"]]
         cmp = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"]}).json()
         assert cmp["metric"] == "time_ms" and cmp["geomean"] == pytest.approx(0.5) and len(cmp["cases"]) == 8
+        assert (cmp["threshold"], cmp["noisy"]) == (0.05, 0)
+        first = cmp["cases"][0]  # M=2 on h1: base 2.0 (1.9-2.1), head 1.0 (0.95-1.05)
+        assert (first["base_p10"], first["base_p90"], first["head_p10"], first["head_p90"]) == (1.9, 2.1, 0.95, 1.05)
+        assert {(x["noisy"], x["verdict"]) for x in cmp["cases"]} == {(False, "improvement")}
         g = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": api.runs["head"], "metric": "gbps"})
         assert g.json()["geomean"] == pytest.approx(1.0)
 
@@ -184,3 +189,44 @@ def test_serve_refuses_placeholder_tokens_beyond_loopback(token: str | None) -> 
     with pytest.raises(ConfigError):
         check_listen_policy("0.0.0.0", secret)
     assert token_problem(SecretStr("8f3c2a9b1d7e4f60a5b3c9d2e1f0a7b6")) is None
+
+
+def test_compare_runs_of_different_suites_is_422(api: Api) -> None:
+    with api.client() as c:
+        r = c.get("/api/v1/compare", params={"base": api.runs["hbm"], "head": api.runs["head"]})
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        f"run {api.runs['hbm']} is of suite 'hbm-bandwidth' and run {api.runs['head']} of suite 'moe-sweep': "
+        "runs of different suites have no case in common "
+        "(compare two runs of one suite; see them with `orch runs list --suite hbm-bandwidth`)"
+    )
+
+
+def test_compare_runs_sharing_no_case_is_422(api: Api) -> None:
+    rid = api.store.create_run(suite="moe-sweep", params={}, preset=None, label="other", hosts=["h1"],
+                               started_by="t@box", started_on="box")  # fmt: skip
+    api.store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
+    api.store.ingest(rid, "h1", [result_event(i, 2**i, 1.0, E=1) for i in range(1, 3)])
+    with api.client() as c:
+        r = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": rid})
+    assert r.status_code == 422
+    assert r.json()["detail"].startswith(
+        f"runs {api.runs['base']} and {rid} (suite 'moe-sweep') share no case with metric 'time_ms': "
+        "base has 4 cases, head has 2"
+    )
+
+
+def test_docs_pages_load_their_assets_from_this_server(api: Api) -> None:
+    """/docs and /redoc work on a closed network: every URL they reference is same-origin and answers 200."""
+    with api.client() as c:
+        for page in ("/docs", "/redoc"):
+            html = c.get(page)
+            assert html.status_code == 200 and "text/html" in html.headers["content-type"]
+            urls = re.findall(r'(?:src|href|spec-url)="([^"]*)"|url: \'([^\']*)\'', html.text)
+            refs = [a or b for a, b in urls]
+            assert len(refs) >= (4 if page == "/docs" else 3), refs
+            assert "http:" not in html.text and "https:" not in html.text and "cdn" not in html.text
+            for ref in refs:
+                assert ref.startswith("/") and not ref.startswith("//"), ref
+                assert c.get(ref).status_code == 200, ref
+        assert c.get("/docs/oauth2-redirect").status_code == 200

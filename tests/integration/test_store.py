@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from sqlalchemy import select
 
-from orchestrator.errors import NotFoundError, StoreError, UsageError
+from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
 from orchestrator.protocol import Event
 from orchestrator.store import repo
 from orchestrator.store.models import Result
@@ -209,6 +209,14 @@ def test_compare_pairs_cases_and_geomean(store: Store) -> None:
     assert [x.case for x in c.cases] == [{"M": 2**i, "E": 8, "seed": i} for i in range(3)]  # the base run's
     assert c.geomean == pytest.approx((0.5 * 0.5 * 2.0) ** (1 / 3))
     assert c.only_base == 1 and c.only_head == 0
+    # result_event's p10/p90 are median x 0.95/1.05: the ranges are apart and 10% spreads < 50%/100% changes
+    assert [(x.base_p10, x.base_p90, x.head_p10, x.head_p90) for x in c.cases][2] == (1.9, 2.1, 3.8, 4.2)
+    assert [(x.noisy, x.verdict) for x in c.cases] == [
+        (False, "improvement"),
+        (False, "improvement"),
+        (False, "regression"),
+    ]
+    assert c.noisy == 0 and c.threshold == 0.05
     other = _run(store, hosts=["b300-0"])
     store.ingest(other, "b300-0", [result_event(i, 2**i, 1.0) for i in range(4)])
     cross = store.compare(base, other)
@@ -286,3 +294,76 @@ def test_compare_reads_case_params_for_more_cases_than_one_in_list(store: Store)
     store.ingest(head, "h1", [result_event(i, i + 1, 1.0) for i in range(n)])
     c = store.compare(base, head)
     assert [x.case["M"] for x in c.cases] == list(range(1, n + 1)) and c.geomean == pytest.approx(0.5)
+
+
+def _stats_event(seq: int, m: int, median: float, p10: float | None, p90: float | None) -> Event:
+    stats = {"value": median, "unit": "ms", "median": median, "p10": p10, "p90": p90}
+    time_ms = {k: v for k, v in stats.items() if v is not None}
+    return Event(seq=seq, type="result", data={"case": {"M": m}, "metrics": {"time_ms": time_ms}})
+
+
+def test_compare_judges_noise_from_stored_p10_p90(store: Store) -> None:
+    """Two runs of one tiny CPU sweep: M=64's 53 ms p90 tail makes its 0.236 ratio noise, not an improvement."""
+    base, head = _run(store, hosts=["h1"]), _run(store, hosts=["h1"])
+    store.ingest(base, "h1", [
+        _stats_event(0, 1, 0.10, 0.099, 0.101),
+        _stats_event(1, 16, 0.12, 0.11, 0.13),
+        _stats_event(2, 64, 0.72, 0.16, 53.0),
+        _stats_event(3, 128, 1.00, 0.985, 1.015),
+        _stats_event(4, 256, 2.00, None, 2.1),
+    ])  # fmt: skip
+    store.ingest(head, "h1", [
+        _stats_event(0, 1, 0.20, 0.199, 0.201),
+        _stats_event(1, 16, 0.121, 0.11, 0.13),
+        _stats_event(2, 64, 0.17, 0.165, 0.175),
+        _stats_event(3, 128, 1.02, 1.016, 1.024),
+        _stats_event(4, 256, 3.00, 2.9, 3.1),
+    ])  # fmt: skip
+    c = store.compare(base, head)
+    assert [(x.case["M"], x.ratio, x.noisy, x.verdict) for x in c.cases] == [
+        (1, 0.20 / 0.10, False, "regression"),
+        (16, 0.121 / 0.12, True, "within noise"),  # ranges overlap
+        (64, 0.17 / 0.72, True, "within noise"),  # base's (53 - 0.16) / 0.72 spread far beyond the change
+        (128, 1.02, True, "within noise"),  # apart, but base's 3% spread > the 2% change
+        (256, 1.5, None, "regression"),  # base has no p10: noise unknown, the threshold alone decides
+    ]
+    assert (c.cases[4].base_p10, c.cases[4].base_p90) == (None, 2.1)
+    assert c.noisy == 3
+
+
+def test_compare_noise_over_hosts_is_the_envelope(store: Store) -> None:
+    """Runs on disjoint hosts pair on case: each side's range is the lowest p10 to the highest p90 of its hosts."""
+    base, head = _run(store, hosts=["a1", "a2"]), _run(store, hosts=["b1"])
+    store.ingest(base, "a1", [_stats_event(0, 1, 1.0, 0.99, 1.01)])
+    store.ingest(base, "a2", [_stats_event(0, 1, 1.4, 1.39, 1.41)])
+    store.ingest(head, "b1", [_stats_event(0, 1, 1.3, 1.29, 1.31)])
+    (x,) = store.compare(base, head).cases
+    assert (x.base, x.base_p10, x.base_p90) == (1.2, 0.99, 1.41) and x.noisy is True
+    assert x.verdict == "within noise" and x.ratio == pytest.approx(1.3 / 1.2)
+
+
+def test_compare_runs_of_different_suites_is_an_error(store: Store) -> None:
+    base, head = _run(store, hosts=["h1"]), _run(store, suite="hbm-bandwidth", hosts=["h1"])
+    store.ingest(base, "h1", [result_event(0, 1, 1.0)])
+    store.ingest(head, "h1", [result_event(0, 1, 1.0)])
+    with pytest.raises(IncomparableError) as e:
+        store.compare(base, head)
+    assert e.value.message == (
+        f"run {base} is of suite 'moe-sweep' and run {head} of suite 'hbm-bandwidth': "
+        "runs of different suites have no case in common"
+    )
+    assert e.value.exit_code == 2
+
+
+def test_compare_runs_sharing_no_case_is_an_error(store: Store) -> None:
+    base, head = _run(store, hosts=["h1"]), _run(store, hosts=["h1"])
+    store.ingest(base, "h1", [result_event(i, 2**i, 1.0) for i in range(2)])
+    store.ingest(head, "h1", [result_event(i, 2 ** (i + 5), 1.0, gbps=1.0) for i in range(3)])
+    with pytest.raises(IncomparableError) as e:
+        store.compare(base, head)
+    assert e.value.message == (
+        f"runs {base} and {head} (suite 'moe-sweep') share no case with metric 'time_ms': base has 2 cases, "
+        "head has 3 (paired on host+case: only the hosts both ran are compared)"
+    )
+    with pytest.raises(IncomparableError, match="base has 0 cases, head has 3"):
+        store.compare(base, head, metric="gbps")  # the metric is in one run only

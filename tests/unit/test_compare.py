@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.compare import case_key, compare, metric_direction, verdict
+from orchestrator.analysis.compare import case_key, compare, is_noisy, metric_direction, noise_verdict, verdict
 
 
 def row(m: int, time_ms: float, gbps: float, host: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -57,6 +57,7 @@ def test_ratios_geomean_and_verdicts() -> None:
         "change": pytest.approx(0.2),
         "direction": "lower",
         "verdict": "regression",
+        "noisy": None,  # no p10/p90 in these rows
     }
 
 
@@ -134,3 +135,51 @@ def test_geomean_of_inverse_ratios_is_one() -> None:
     base = [row(1, 1.0, 1.0), row(2, 4.0, 1.0)]
     head = [row(1, 2.0, 1.0), row(2, 2.0, 1.0)]
     assert math.isclose(compare(base, head).geomean["time_ms"], 1.0, rel_tol=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("base", "head", "noisy"),
+    [
+        ((1.0, 0.99, 1.01), (1.10, 1.09, 1.11), False),  # apart; spreads 0.02 and 0.0182 < change 0.1
+        ((1.0, 0.99, 1.01), (1.02, 1.01, 1.03), True),  # ranges touch at 1.01
+        ((1.0, 0.95, 1.05), (1.03, 0.99, 1.07), True),  # ranges overlap
+        ((1.0, 0.90, 0.99), (1.02, 1.00, 1.04), True),  # apart, but base's spread 0.09 > change 0.02
+        ((1.0, 0.995, 1.005), (1.10, 1.01, 1.21), True),  # apart, but head's spread 0.2/1.1 = 0.18 > change 0.1
+        ((0.17, 0.16, 53.0), (0.04, 0.039, 0.041), True),  # a 53 ms p90 tail: spread ~311 > change 0.76
+        ((2.0, 1.9, 2.1), (1.0, 0.95, 1.05), False),  # a clear halving
+        ((1.0, None, 1.01), (1.10, 1.09, 1.11), None),  # no p10 on one side: unknown
+        ((1.0, 0.99, 1.01), (1.10, 1.09, None), None),
+        ((0.0, -0.1, 0.1), (1.0, 0.9, 1.1), False),  # apart; a median of 0 has no relative spread
+        ((-1.0, -1.1, -0.9), (1.0, 0.9, 1.1), False),
+    ],
+)
+def test_is_noisy(
+    base: tuple[float, float | None, float | None], head: tuple[float, float | None, float | None], noisy: bool | None
+) -> None:
+    assert is_noisy(base[0], base[1], base[2], head[0], head[1], head[2]) is noisy
+
+
+def test_noise_verdict_keeps_direction_but_says_within_noise() -> None:
+    assert noise_verdict(1.5, "lower", True) == "within noise"
+    assert noise_verdict(1.5, "lower", False) == "regression"
+    assert noise_verdict(1.5, "lower", None) == "regression"  # unknown noise: the threshold alone
+    assert noise_verdict(0.5, "higher", False) == "regression"
+    assert noise_verdict(1.01, "lower", True) == "within noise"
+    assert noise_verdict(1.01, "lower", False) == "unchanged"
+    assert noise_verdict(None, "lower", True) == "within noise"
+    assert noise_verdict(2.0, None, False) == "n/a"
+    assert noise_verdict(1.2, "lower", False, threshold=0.25) == "unchanged"
+
+
+def test_compare_judges_noise_from_p10_p90() -> None:
+    def stats(median: float, p10: float, p90: float) -> dict[str, Any]:
+        return {"time_ms": {"unit": "ms", "median": median, "p10": p10, "p90": p90}}
+
+    base = [{"case": {"M": 1}, "metrics": stats(0.17, 0.16, 53.0)}, {"case": {"M": 2}, "metrics": stats(2, 1.9, 2.1)}]
+    head = [{"case": {"M": 1}, "metrics": stats(0.04, 0.039, 0.041)}, {"case": {"M": 2}, "metrics": stats(1, 0.9, 1.1)}]
+    c = compare(base, head)
+    assert [(x.key, x.ratio, x.noisy, x.verdict) for x in c.cases] == [
+        ("M=1", 0.04 / 0.17, True, "within noise"),
+        ("M=2", 0.5, False, "improvement"),
+    ]
+    assert c.improvements == [c.cases[1]] and c.to_dict()["cases"][0]["noisy"] is True

@@ -1,18 +1,21 @@
-"""``GET /api/v1/compare?base=&head=``: per-case ratio of medians head/base and the geometric mean."""
+"""``GET /api/v1/compare?base=&head=``: per-case ratio of medians head/base, noise and verdict, geometric mean."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
 from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, StoreDep, record_response
-from orchestrator.api.schemas import ComparisonOut
+from orchestrator.api.schemas import ComparisonOut, Detail
 
 router = APIRouter(tags=["compare"])
+_INCOMPARABLE: dict[int | str, dict[str, Any]] = {
+    422: {"model": Detail, "description": "an invalid query, or runs of different suites or with no shared case"}
+}
 
 
-@router.get("/compare", response_model=ComparisonOut)
+@router.get("/compare", response_model=ComparisonOut, responses=_INCOMPARABLE)
 def compare(
     store: StoreDep,
     base: Annotated[str, Query(pattern=RUN_ID_PATTERN)],

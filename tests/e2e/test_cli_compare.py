@@ -1,0 +1,78 @@
+"""``orch runs compare`` through the real ``orch`` process on a SQLite store: incomparable runs are a message and
+exit 2; the table has a verdict column and the geometric-mean line counts the cases within noise."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.protocol import Event
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+
+
+@pytest.fixture
+def orch(tmp_path: Path) -> Orch:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("groups:\n  local:\n    hosts:\n      localhost: {connection: local}\n")
+    o = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    res = o("db", "upgrade")
+    assert res.returncode == 0, res.stderr
+    return o
+
+
+@pytest.fixture
+def store(orch: Orch) -> Iterator[Store]:
+    s = Store.from_url(orch.db_url)
+    yield s
+    s.close()
+
+
+def _run(store: Store, suite: str, figures: list[tuple[int, float, float, float]]) -> str:
+    """A finished run on host h1 with one time_ms result per (M, median, p10, p90)."""
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    rid = store.create_run(suite=suite, params={}, preset=None, label=None, hosts=["h1"],
+                           started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
+    store.ingest(rid, "h1", [
+        Event(seq=i, type="result", data={"case": {"M": m}, "metrics": {
+            "time_ms": {"value": med, "unit": "ms", "median": med, "p10": p10, "p90": p90}}})
+        for i, (m, med, p10, p90) in enumerate(figures)
+    ])  # fmt: skip
+    return rid
+
+
+def test_runs_of_different_suites_exit_2_naming_both(orch: Orch, store: Store) -> None:
+    base = _run(store, "moe-sweep", [(1, 1.0, 0.9, 1.1)])
+    head = _run(store, "hbm-bandwidth", [(1, 1.0, 0.9, 1.1)])
+    res = orch("runs", "compare", base, head)
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = " ".join(res.stderr.split())  # rich wraps long lines
+    assert "of suite 'moe-sweep'" in err and "of suite 'hbm-bandwidth'" in err and "Traceback" not in err
+    assert res.stdout == ""
+
+
+def test_runs_sharing_no_case_exit_2_with_counts(orch: Orch, store: Store) -> None:
+    base = _run(store, "moe-sweep", [(1, 1.0, 0.9, 1.1), (2, 1.0, 0.9, 1.1)])
+    head = _run(store, "moe-sweep", [(4, 1.0, 0.9, 1.1)])
+    res = orch("runs", "compare", base, head)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "share no case with metric 'time_ms': base has 2 cases, head has 1" in " ".join(res.stderr.split())
+
+
+def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
+    base = _run(store, "moe-sweep", [(1, 0.10, 0.099, 0.101), (64, 0.72, 0.16, 53.0)])
+    head = _run(store, "moe-sweep", [(1, 0.20, 0.199, 0.201), (64, 0.17, 0.165, 0.175)])
+    res = orch("runs", "compare", base, head)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    (header,) = [line for line in lines if line.startswith("┃")]
+    assert [c.strip() for c in header.split("┃")[1:-1]] == ["host", "case", "base", "head", "head/base", "verdict"]
+    rows = [line.split("│")[1:-1] for line in lines if line.count("│") == 7]
+    assert [[cell.strip() for cell in row] for row in rows] == [
+        ["h1", "M=1", "0.10", "0.20", "2.000", "regression"],
+        ["h1", "M=64", "0.72", "0.17", "0.236", "within noise"],
+    ]
+    assert "geometric mean head/base: 0.687 over 2 cases, 1 within noise (paired on host+case)" in res.stdout
