@@ -132,3 +132,10 @@ def extract(records: Sequence[Record], paths: Mapping[str, str]) -> tuple[dict[s
         else:
             missing.append(name)
     return found, missing
+
+
+#: The latency figures engineers read first from a serving benchmark (SGLang bench_serving, vLLM bench serve),
+#: in this order: mean/median/p99 of TTFT, TPOT and ITL, all in ms.
+SERVING_LATENCY_HEADLINE = tuple(
+    f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl") for stat in ("mean", "median", "p99")
+)

@@ -10,7 +10,7 @@ speculative-decoding verify step) when speculative decoding is on.
 
 from __future__ import annotations
 
-from orchestrator.parsers.base import ParserDef, Record, json_lines
+from orchestrator.parsers.base import SERVING_LATENCY_HEADLINE, ParserDef, Record, json_lines
 
 UNITS = {
     "request_rate": "req/s",
@@ -40,15 +40,7 @@ PARSER = ParserDef(
     unit_rules=((r"_ms$", "ms"),),
     headline=(
         "output_throughput",
-        "mean_ttft_ms",
-        "median_ttft_ms",
-        "p99_ttft_ms",
-        "mean_tpot_ms",
-        "median_tpot_ms",
-        "p99_tpot_ms",
-        "mean_itl_ms",
-        "median_itl_ms",
-        "p99_itl_ms",
+        *SERVING_LATENCY_HEADLINE,
         "accept_length",
     ),
     signature=("completed", "output_throughput", "duration"),

@@ -9,7 +9,7 @@ Fields: ``duration`` (s), ``completed``, ``failed`` (requests), ``request_throug
 
 from __future__ import annotations
 
-from orchestrator.parsers.base import ParserDef, Record, json_document
+from orchestrator.parsers.base import SERVING_LATENCY_HEADLINE, ParserDef, Record, json_document
 
 UNITS = {
     "duration": "s",
@@ -43,15 +43,7 @@ PARSER = ParserDef(
     unit_rules=((r"_ms$", "ms"),),
     headline=(
         "output_throughput",
-        "mean_ttft_ms",
-        "median_ttft_ms",
-        "p99_ttft_ms",
-        "mean_tpot_ms",
-        "median_tpot_ms",
-        "p99_tpot_ms",
-        "mean_itl_ms",
-        "median_itl_ms",
-        "p99_itl_ms",
+        *SERVING_LATENCY_HEADLINE,
         "spec_decode_acceptance_length",
     ),
     signature=("completed", "duration", "output_throughput"),
