@@ -16,7 +16,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import os
 import shutil
 import tarfile
@@ -134,29 +133,16 @@ class HostDeploy:
         }
 
 
-def helper_python(host: Host) -> str:
-    """The interpreter for orch's own small scripts on the host: the configured one (or the local one)."""
-    if host.python:
-        return host.python
-    import sys
-
-    return sys.executable if host.connection == "local" else "python3"
-
-
 async def _helper(t: Transport, host: Host, args: Sequence[str], timeout_s: float = 120) -> dict[str, Any]:
-    res = await t.run([helper_python(host), "-c", source("deploy_helper"), *args], timeout_s=timeout_s, check=False)
+    res = await t.run([host.interpreter, "-c", source("deploy_helper"), *args], timeout_s=timeout_s, check=False)
     try:
-        doc = json.loads(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else {}
-    except ValueError:
-        doc = {}
-    if res.exit_status != 0 or "error" in doc or not doc:
-        why = doc.get("error") or (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+        return res.json_object()
+    except ValueError as why:
         raise DeployError(
             host.name,
             f"deploy helper failed: {why}",
             "check that `python:` in the inventory names a working Python 3.8+ on the host",
-        )
-    return doc
+        ) from None
 
 
 async def deploy_host(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,17 +86,11 @@ class DoctorOptions:
     local_agent_sha: str | None = None
 
 
-def _python_argv(host: Host) -> str:
-    if host.python:
-        return host.python
-    return sys.executable if host.connection == "local" else "python3"
-
-
 def probe_argv(host: Host) -> list[str]:
     """The one remote command doctor runs: sysinfo.py's source under the host's interpreter."""
     from orchestrator.agent_build import sysinfo_source
 
-    return [_python_argv(host), "-c", sysinfo_source(), "--json"]
+    return [host.interpreter, "-c", sysinfo_source(), "--json"]
 
 
 async def check_host(host: Host, opts: DoctorOptions) -> HostReport:
@@ -151,7 +144,7 @@ def _add_hint(checks: list[Check], failure: OrchError) -> None:
 async def _remote_checks(
     host: Host, transport: Transport, opts: DoctorOptions
 ) -> tuple[dict[str, Any] | None, list[Check]]:
-    python = _python_argv(host)
+    python = host.interpreter
     try:
         res = await transport.run(probe_argv(host), timeout_s=opts.timeout_s * 6, check=False)
     except OrchError as exc:

@@ -22,6 +22,7 @@ Errors: :class:`~orchestrator.errors.InventoryError` naming the file, the line a
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -116,6 +117,14 @@ class Host:
     labels: dict[str, str] = field(default_factory=dict)
     gpu: GpuOverride | None = None
     build_dir: str | None = None
+
+    @property
+    def interpreter(self) -> str:
+        """The Python that runs the agent and orch's small scripts on this host: ``python:`` when set, else the
+        interpreter running orch for a local host, else ``python3`` (what the login shell finds)."""
+        if self.python:
+            return self.python
+        return sys.executable if self.connection == "local" else "python3"
 
     def to_dict(self) -> dict[str, Any]:
         return {

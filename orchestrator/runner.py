@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 from orchestrator.analysis.enrich import enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
 from orchestrator.analysis.plateau import plateau_start
-from orchestrator.deploy import HostDeploy, deploy_host, helper_python
+from orchestrator.deploy import HostDeploy, deploy_host
 from orchestrator.errors import (
     CommandTimeout,
     ConnectError,
@@ -205,21 +205,15 @@ def gpu_spec_for(host: Host, facts_summary: dict[str, Any], device: str) -> GpuS
 
 
 def agent_argv(host: Host, dep: HostDeploy) -> list[str]:
-    return [helper_python(host), dep.agent_path]
+    return [host.interpreter, dep.agent_path]
 
 
 async def agent_json(t: Transport, argv: list[str], *, timeout_s: float = 120) -> dict[str, Any]:
     res = await t.run(argv, timeout_s=timeout_s, check=False)
     try:
-        doc = json.loads(res.stdout.strip().splitlines()[-1]) if res.stdout.strip() else {}
-    except ValueError:
-        doc = {}
-    if res.exit_status != 0 or not isinstance(doc, dict) or not doc:
-        why = (doc.get("error") if isinstance(doc, dict) else None) or (
-            res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"]
-        )[-1]
-        raise RemoteCommandError(t.host, argv[1:3], res.exit_status, str(why))
-    return doc
+        return res.json_object()
+    except ValueError as why:
+        raise RemoteCommandError(t.host, argv[1:3], res.exit_status, str(why)) from None
 
 
 @dataclass(frozen=True)
@@ -299,7 +293,7 @@ class _HostRun:
             registry=self.r.registry,
         )
         if spec["bench"] in BENCHES_NEEDING_TORCH and not torch.get("ok"):
-            python = helper_python(self.host)
+            python = self.host.interpreter
             raise HostError(
                 name,
                 f"{python} cannot import torch: {torch.get('error') or 'import failed'}",
@@ -443,11 +437,7 @@ class _HostRun:
     async def cancel_remote(self) -> None:
         if self.dep is None or not self.started:
             return
-        t = await open_transport(self.host, timeout_s=self.r.req.timeout_s)
-        try:
-            await agent_json(t, [*agent_argv(self.host, self.dep), "cancel", self.r.run_id], timeout_s=30)
-        finally:
-            await t.close()
+        await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s)
 
 
 class Runner:
@@ -518,7 +508,7 @@ class Runner:
         async def one(host: Host) -> HostOutcome:
             hr = runs[host.name]
             st = states.get(host.name)
-            if resume and st is not None and st.status in ("completed", "partial", "failed", "cancelled"):
+            if resume and st is not None and st.status in FINAL_RUN_STATUSES:
                 return HostOutcome(host.name, st.status)
             try:
                 return await self._host(hr, resume=resume)
@@ -597,6 +587,18 @@ class Runner:
         self.writer.close()
 
 
+async def _cancel_on_host(host: Host, run_id: str, *, dep: HostDeploy | None, timeout_s: float) -> None:
+    """On a new connection, ``agent cancel RUN_ID`` (the whole remote process group). Without ``dep`` (another
+    orch process started the run) the deploy check finds the agent first. Raises OrchError."""
+    t = await open_transport(host, timeout_s=timeout_s)
+    try:
+        if dep is None:
+            dep = await deploy_host(t, host)
+        await agent_json(t, [*agent_argv(host, dep), "cancel", run_id], timeout_s=30)
+    finally:
+        await t.close()
+
+
 async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0) -> RunOutcome:
     """``orch cancel RUN_ID``: stop the agents of every host of the run and mark it cancelled."""
     detail = store.get_run(store.resolve_run_id(run_id))
@@ -605,12 +607,7 @@ async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout
                          f"orch runs show {detail.id}")
 
     async def one(host: Host) -> HostOutcome:
-        t = await open_transport(host, timeout_s=timeout_s)
-        try:
-            dep = await deploy_host(t, host)
-            await agent_json(t, [*agent_argv(host, dep), "cancel", detail.id], timeout_s=30)
-        finally:
-            await t.close()
+        await _cancel_on_host(host, detail.id, dep=None, timeout_s=timeout_s)
         return HostOutcome(host.name, "cancelled")
 
     hosts = [inventory.host(h) for h in detail.hosts]

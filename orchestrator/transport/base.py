@@ -8,10 +8,11 @@ joined with :func:`shlex.join` where a shell stands in between (SSH always runs 
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
 
@@ -25,6 +26,22 @@ class CommandResult:
     stdout: str
     stderr: str
     duration_s: float
+
+    def json_object(self) -> dict[str, Any]:
+        """The JSON object on the last line of stdout, as orch's remote scripts and the agent answer.
+
+        Raises ValueError whose text says why there is none: the object's ``error``, else the last stderr line,
+        else the exit status — when the command failed, printed no object, or answered with an ``error``.
+        """
+        lines = self.stdout.strip().splitlines()
+        try:
+            doc = json.loads(lines[-1]) if lines else None
+        except ValueError:
+            doc = None
+        if self.exit_status == 0 and isinstance(doc, dict) and doc and "error" not in doc:
+            return doc
+        why = doc.get("error") if isinstance(doc, dict) else None
+        raise ValueError(str(why or (self.stderr.strip().splitlines() or [f"exit status {self.exit_status}"])[-1]))
 
 
 class Transport(Protocol):
