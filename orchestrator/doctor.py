@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from orchestrator.errors import OrchError
@@ -306,7 +305,3 @@ async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOpt
 
 def run_doctor_sync(inventory: Inventory, selector: str | None, opts: DoctorOptions) -> DoctorReport:
     return asyncio.run(run_doctor(inventory, selector, opts))
-
-
-def known_hosts_path(home: Path | None = None) -> Path:
-    return (home or Path.home()) / ".ssh" / "known_hosts"

@@ -16,9 +16,11 @@ The tree::
     │   ├── RemoteCommandError     a remote command exited non-zero: argv, exit status, stderr tail
     │   ├── CommandTimeout         a remote command ran past its deadline
     │   └── DeployError            upload / verify / switch failed
-    ├── StoreError                 database unreachable, migration needed
-    │   └── NotFoundError          a run / host / build id that is not in the store
-    └── ProtocolError              an agent line that is not a valid event
+    └── StoreError                 database unreachable, migration needed
+        └── NotFoundError          a run / host / build id that is not in the store
+
+An agent line that is not a valid event is not an exception: ``protocol.parse_line`` turns it into an ``error``
+event for its place in the spool.
 
 Third-party exceptions are translated at the boundary where they are raised (asyncssh in
 ``transport/ssh.py``, SQLAlchemy in ``store/``) with ``raise ... from exc``.
@@ -147,8 +149,4 @@ class StoreError(OrchError):
 
 
 class NotFoundError(StoreError):
-    pass
-
-
-class ProtocolError(OrchError):
     pass

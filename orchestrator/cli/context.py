@@ -64,9 +64,6 @@ class AppContext:
             self._store = store
         return self._store
 
-    def store_or_none(self) -> Store | None:
-        return self.store()
-
     def registry(self, extra_dirs: Sequence[Path] = ()) -> Registry:
         """Built-in and packaged suites plus the user suite files of ``extra_dirs`` (``--suite-dir``),
         ``ORCH_SUITE_DIR`` and the inventory's ``suite_dir`` (the inventory is read only when its file exists)."""

@@ -65,14 +65,14 @@ def run(
         label=label,
         timeout_s=timeout,
     )
-    with render.RunProgress(enabled=not json_out) as progress:
-        runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
-        try:
+    progress = render.RunProgress(enabled=not json_out)
+    runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
+    try:
+        with progress:
             outcome = asyncio.run(runner.resume(store.resolve_run_id(resume)) if resume else runner.run())
-        except KeyboardInterrupt:
-            progress.__exit__(None, None, None)
-            render.interrupted(runner.run_id)
-            raise typer.Exit(130) from None
+    except KeyboardInterrupt:
+        render.interrupted(runner.run_id)
+        raise typer.Exit(130) from None
     if json_out:
         render.print_json(outcome.to_dict())
     else:
@@ -118,7 +118,7 @@ def deploy(
 
     app = app_context(ctx)
     report = asyncio.run(
-        deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store_or_none())
+        deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store())
     )
     if json_out:
         render.print_json(report.to_dict())
