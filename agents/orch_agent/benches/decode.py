@@ -76,25 +76,6 @@ SHAPE = (
     ("vocab", "vocab_size"),
 )
 _RUN = ("concurrency", "input_len", "output_len")
-# The tiny preset's shape: the defaults of a case that leaves them out.
-TINY = {
-    "layers": 4,
-    "dense_layers": 1,
-    "hidden": 256,
-    "intermediate": 512,
-    "heads": 4,
-    "experts": 16,
-    "shared_experts": 1,
-    "top_k": 4,
-    "moe_intermediate": 128,
-    "q_lora_rank": 96,
-    "kv_lora_rank": 64,
-    "qk_nope_dim": 32,
-    "qk_rope_dim": 16,
-    "v_head_dim": 32,
-    "vocab": 1024,
-}
-DEFAULTS = dict(TINY, input_len=32, output_len=16)  # concurrency has none: a case always names it
 
 
 def import_transformers() -> Any:
@@ -113,9 +94,11 @@ def import_transformers() -> Any:
 
 
 def _params(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
+    """The case's shape and lengths, checked. Every one is required, as for moe_gemm: the suite registry
+    (orchestrator/suites/builtin_decode.py) is the one place presets such as ``tiny`` are defined."""
     p: dict[str, Any] = {}
     for name in _RUN + tuple(k for k, _ in SHAPE) + ("dense_layers",):
-        v = case.get(name, DEFAULTS.get(name))
+        v = case.get(name)
         low = 0 if name == "dense_layers" else 2 if name == "output_len" else 1
         if isinstance(v, bool) or not isinstance(v, int) or v < low:
             raise ValueError(f"decode: case param {name!r} must be an integer >= {low}, got {v!r}")
