@@ -7,9 +7,10 @@ WORKDIR /src
 COPY pyproject.toml README.md alembic.ini ./
 COPY orchestrator ./orchestrator
 COPY agents ./agents
+COPY migrations ./migrations
 RUN pip install ".[postgres]" && rm -rf /src
 
-# The API never needs root; the migrations ship inside the package, so any working directory works.
+# The API never needs root; the wheel carries the migrations (orchestrator/migrations), so any working directory works.
 RUN useradd --system --create-home --home-dir /home/orch orch
 USER orch
 WORKDIR /home/orch

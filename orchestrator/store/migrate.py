@@ -1,8 +1,9 @@
 """Alembic, configured from the package: ``orch db upgrade`` works from any cwd and from an installed wheel.
 
-The migration scripts live in ``orchestrator/store/migrations/`` (not a top-level ``migrations/``) so they
-ship inside the distribution; ``alembic.ini`` at the repository root points there for developers who use the
-``alembic`` CLI (``alembic revision --autogenerate -m ...``).
+The migration scripts (``env.py``, ``versions/``) live in the repository's top-level ``migrations/``; the wheel
+carries the same files as ``orchestrator/migrations/`` (hatchling ``force-include`` in ``pyproject.toml``).
+``migrations_dir()`` finds whichever is present, so ``orch db upgrade``, the tests and the ``alembic`` CLI
+(``alembic.ini`` at the root, e.g. ``alembic revision --autogenerate -m ...``) all run the same scripts.
 """
 
 from __future__ import annotations
@@ -18,12 +19,25 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.errors import StoreError
 
-MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+_PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+
+def migrations_dir() -> Path:
+    """The Alembic script location: ``orchestrator/migrations`` in an installed wheel, else the source tree's
+    top-level ``migrations/``. Raises StoreError when neither holds an ``env.py`` (a broken install)."""
+    for candidate in (_PACKAGE_DIR / "migrations", _PACKAGE_DIR.parent / "migrations"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise StoreError(
+        f"the database migrations are missing (looked in {_PACKAGE_DIR / 'migrations'} and "
+        f"{_PACKAGE_DIR.parent / 'migrations'})",
+        "reinstall orch (pipx install . / pip install .); a wheel carries them as orchestrator/migrations",
+    )
 
 
 def alembic_config() -> Config:
     cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    cfg.set_main_option("script_location", str(migrations_dir()))
     return cfg
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect, text
@@ -29,6 +30,14 @@ def _revisions() -> list[str]:
     """Every revision from base to head, oldest first."""
     script = ScriptDirectory.from_config(migrate.alembic_config())
     return [s.revision for s in reversed(list(script.walk_revisions("base", "heads")))]
+
+
+def test_alembic_ini_and_orch_run_the_same_scripts() -> None:
+    """`alembic` from the root (alembic.ini), `orch db upgrade` and these tests all use the top-level migrations/."""
+    repo = Path(__file__).resolve().parents[2]
+    from_ini = Path(ScriptDirectory.from_config(Config(str(repo / "alembic.ini"))).dir).resolve()
+    assert from_ini == migrate.migrations_dir().resolve() == repo / "migrations"
+    assert not (repo / "orchestrator" / "store" / "migrations").exists()
 
 
 def test_single_head() -> None:
