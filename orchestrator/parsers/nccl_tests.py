@@ -20,7 +20,8 @@ torch.distributed's in-place all-reduce, so compare it with the ``in-place`` row
 
 As a suite parser (``parser: nccl-tests``, the packaged suite ``nccl-allreduce``): one record per result line
 (size), the out-of-place figures as ``time_us``, ``algbw_gbps``, ``busbw_gbps``, ``wrong`` (the headline) and the
-in-place ones as ``time_us_inplace``, ``algbw_gbps_inplace``, ``busbw_gbps_inplace``, ``wrong_inplace``; a case
+in-place ones as ``time_us_inplace``, ``algbw_gbps_inplace``, ``busbw_gbps_inplace``, ``wrong_inplace`` (older
+tables: ``max_error`` / ``max_error_inplace`` instead of ``wrong``); a case
 (one message size) takes the one record of its ``size_bytes`` (a case without that parameter: the output's only
 record), and any other count is a ParseError naming the sizes found.
 """
@@ -31,7 +32,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.parsers.base import ParseError, ParserDef, Record
@@ -48,7 +49,10 @@ _VERSION_RE = re.compile(r"^#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
 
 @dataclass(frozen=True)
 class NcclRow:
-    """One size, one placement. ``wrong`` is None when the run did not validate (``-c 0``)."""
+    """One size, one placement. ``wrong`` (#wrong: elements that differ from the expected result) is None when
+    the run did not validate (``-c 0``) or the table predates that column; ``max_error`` is the older tables'
+    ``error`` column (largest absolute deviation from the expected result). ``table`` counts the column-title
+    lines seen so far (1 for the first table) and ``line`` is the 1-based line in the output (text only)."""
 
     size_bytes: int
     count: int
@@ -60,6 +64,9 @@ class NcclRow:
     algbw_gbps: float
     busbw_gbps: float
     wrong: int | None
+    max_error: float | None = field(default=None, compare=False)
+    table: int = field(default=1, compare=False)
+    line: int | None = field(default=None, compare=False)
 
     def metrics(self) -> dict[str, dict[str, Any]]:
         """The row in the shape of orch's ``allreduce`` result metrics (one value each, no samples)."""
@@ -70,6 +77,8 @@ class NcclRow:
         }
         if self.wrong is not None:
             out["wrong"] = {"value": self.wrong, "unit": "elements"}
+        if self.max_error is not None:
+            out["max_error"] = {"value": self.max_error, "unit": ""}
         return out
 
 
@@ -100,20 +109,114 @@ def _num(token: str, what: str, line_no: int) -> float:
     return x
 
 
-def _wrong(token: str, line_no: int) -> int | None:
-    return None if token == "N/A" else int(_num(token, "#wrong", line_no))
+def _int(token: str, what: str, line_no: int) -> int:
+    x = _num(token, what, line_no)
+    if x != int(x):
+        raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is not a whole number")
+    return int(x)
+
+
+#: Column titles of the text table, by version, and the field each one is (NVIDIA/nccl-tests ``src/common.cu``
+#: and ``util.cu``; ROCm/rccl-tests prints the same titles): 2017-2018 ``bytes N type op time algbw busbw res``;
+#: 2018-2019 ``size count type redop time algbw busbw error`` (``error``: the largest absolute deviation from the
+#: expected result, a float); since 2.x with ``root`` the last column is ``#wrong`` (the count of wrong elements,
+#: ``N/A`` without validation). Per-iteration timing adds ``i_min i_max i_p99 i_cv%`` to each block (kept out).
+_LEAD_TITLES = {
+    "size": "size", "bytes": "size", "count": "count", "n": "count", "elements": "count", "type": "type",
+    "redop": "redop", "op": "redop", "root": "root",
+}  # fmt: skip
+_BLOCK_TITLES = {
+    "time": "time", "algbw": "algbw", "busbw": "busbw",
+    "#wrong": "wrong", "wrong": "wrong", "error": "error", "res": "error",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Header:
+    """The column layout one title line declares: the leading columns (size, count, ...), then one block of
+    per-placement columns per placement, in the order the title line's banner names them."""
+
+    line_no: int
+    titles: tuple[str, ...]
+    lead: tuple[str, ...]
+    block: tuple[str, ...]
+    placements: tuple[Placement, ...]
+
+    def describe(self) -> str:
+        return f"the column titles on line {self.line_no} ({' '.join(self.titles)})"
+
+
+def _header(tokens: list[str], banner: str | None, line_no: int) -> _Header | None:
+    """The layout of a ``#`` line that titles the columns (it names time, algbw and busbw), else None.
+
+    Raises ParseError when the line is a title line orch cannot map (unknown leading column, blocks that differ).
+    """
+    low = [t.lower() for t in tokens]
+    if not {"time", "algbw", "busbw"} <= set(low) or "size" not in low and "bytes" not in low:
+        return None
+    first = low.index("time")
+    lead_titles, rest = low[:first], low[first:]
+    unknown = [t for t in lead_titles if t not in _LEAD_TITLES]
+    if unknown or "size" not in [_LEAD_TITLES[t] for t in lead_titles]:
+        raise ParseError(
+            f"nccl-tests line {line_no}: column titles {' '.join(tokens)!r} are not a layout orch knows "
+            f"(leading columns must be among {', '.join(sorted(_LEAD_TITLES))})"
+        )
+    starts = [i for i, t in enumerate(rest) if t == "time"]
+    blocks = [tuple(rest[a:b]) for a, b in zip(starts, [*starts[1:], len(rest)], strict=True)]
+    if len(blocks) > 2 or len(set(blocks)) != 1:
+        raise ParseError(
+            f"nccl-tests line {line_no}: column titles {' '.join(tokens)!r} do not hold one or two equal "
+            "blocks of time algbw busbw ..."
+        )
+    order: tuple[Placement, ...] = PLACEMENTS
+    if banner is not None and 0 <= banner.find("in-place") < banner.find("out-of-place"):
+        order = ("in-place", "out-of-place")
+    return _Header(
+        line_no,
+        tuple(tokens),
+        tuple(_LEAD_TITLES[t] for t in lead_titles),
+        tuple(_BLOCK_TITLES.get(t, "") for t in blocks[0]),
+        order[: len(blocks)],
+    )
+
+
+def _row_values(
+    cols: Sequence[str], hdr: _Header, line_no: int
+) -> tuple[float, float, float, int | None, float | None]:
+    """(time, algbw, busbw, wrong, error) of one placement's block."""
+    v = dict(zip(hdr.block, cols, strict=True))
+    wrong = None if v.get("wrong", "N/A") == "N/A" else _int(v["wrong"], "#wrong", line_no)
+    error = None if v.get("error", "N/A") == "N/A" else _num(v["error"], "error", line_no)
+    return (
+        _num(v["time"], "time", line_no),
+        _num(v["algbw"], "algbw", line_no),
+        _num(v["busbw"], "busbw", line_no),
+        wrong,
+        error,
+    )
 
 
 def parse_text(text: str) -> NcclReport:
-    """Parse the stdout of an nccl-tests binary. Raises ParseError when no result line is found or a result
-    line is malformed."""
+    """Parse the stdout of an nccl-tests (or rccl-tests) binary.
+
+    Each result line is read by the column titles printed above it (older tables without ``root`` and with a
+    float ``error`` column, newer ones with ``root`` and ``#wrong``, per-iteration columns): a line whose first
+    two tokens are integers is a result line and must have exactly the columns its titles name (or only the
+    last block: a trace-replay line leaves the out-of-place block blank). Raises ParseError naming the line when
+    a result line comes before any column titles or does not fit them, a value is not a number, or no result
+    line is found. Each title line starts a new table (``NcclRow.table``): output holding several tables comes
+    from several separate jobs.
+    """
     rows: list[NcclRow] = []
     devices: dict[int, str] = {}
     threads_gpus: int | None = None
     avg: float | None = None
     oob: int | None = None
     version: str | None = None
-    block = 4
+    hdr: _Header | None = None
+    banner: str | None = None
+    tables = 0
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if line.startswith("#"):
@@ -127,31 +230,50 @@ def parse_text(text: str) -> NcclReport:
                 oob = int(m.group(1))
             elif m := _VERSION_RE.match(line):
                 version = m.group(1)
-            elif "i_min" in line:
-                block = 8
+            elif "out-of-place" in line or "in-place" in line:
+                banner = line
+            elif (h := _header(line[1:].split(), banner, no)) is not None:
+                hdr, banner, tables = h, None, tables + 1
             continue
         tok = line.split()
-        if len(tok) < 5 + 4 or not tok[0].isdigit() or not tok[1].isdigit():
+        if len(tok) < 2 or not tok[0].isdigit() or not tok[1].isdigit():
             continue  # NCCL INFO lines, blank lines
-        size, count, typ, redop, root = int(tok[0]), int(tok[1]), tok[2], tok[3], int(_num(tok[4], "root", no))
-        rest = tok[5:]
-        # a trace-replay line has only the in-place block; extra trailing tokens are timestamps
-        blocks = [("out-of-place", rest[:block]), ("in-place", rest[block : 2 * block])]
-        if len(rest) < 2 * block:
-            blocks = [("in-place", rest[:block])]
+        if hdr is None:
+            raise ParseError(
+                f"nccl-tests line {no}: a result line before any column titles "
+                "('#  size  count  type  redop  root  time  algbw  busbw  #wrong ...'); print the whole table"
+            )
+        n_lead, n_block = len(hdr.lead), len(hdr.block)
+        full = n_lead + n_block * len(hdr.placements)
+        if len(tok) == full:
+            blocks = [(p, tok[n_lead + i * n_block : n_lead + (i + 1) * n_block]) for i, p in enumerate(hdr.placements)]
+        elif len(hdr.placements) == 2 and len(tok) == n_lead + n_block:
+            blocks = [(hdr.placements[1], tok[n_lead:])]  # trace replay: the first block is blank
+        else:
+            raise ParseError(
+                f"nccl-tests line {no}: {len(tok)} columns where {hdr.describe()} name {full}: "
+                f"{' '.join(tok)!r}"
+            )
+        lead = dict(zip(hdr.lead, tok[:n_lead], strict=True))
+        size, count = _int(lead["size"], "size", no), _int(lead.get("count", "0"), "count", no)
+        root = _int(lead["root"], "root", no) if "root" in lead else -1
         for placement, cols in blocks:
+            time_us, algbw, busbw, wrong, error = _row_values(cols, hdr, no)
             rows.append(
                 NcclRow(
                     size_bytes=size,
                     count=count,
-                    type=typ,
-                    redop=redop,
+                    type=lead.get("type", ""),
+                    redop=lead.get("redop", ""),
                     root=root,
-                    placement="in-place" if placement == "in-place" else "out-of-place",
-                    time_us=_num(cols[0], "time", no),
-                    algbw_gbps=_num(cols[1], "algbw", no),
-                    busbw_gbps=_num(cols[2], "busbw", no),
-                    wrong=_wrong(cols[3], no),
+                    placement=placement,
+                    time_us=time_us,
+                    algbw_gbps=algbw,
+                    busbw_gbps=busbw,
+                    wrong=wrong,
+                    max_error=error,
+                    table=tables,
+                    line=no,
                 )
             )
     if not rows:
@@ -237,7 +359,9 @@ def parse(text: str) -> NcclReport:
 
 _FIELDS = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 UNITS = {"time_us": "us", "algbw_gbps": "GB/s", "busbw_gbps": "GB/s", "wrong": "elements", "size_bytes": "B"}
-UNITS |= {f"{k}_inplace": UNITS[k] for k in _FIELDS}
+UNITS |= {"max_error": ""}
+UNITS |= {f"{k}_inplace": UNITS[k] for k in (*_FIELDS, "max_error")}
+_TABLE, _LINE = "_table", "_line"  # where a record came from (text tables only); not metrics
 
 
 def _records(text: str, pattern: str | None) -> list[Record]:
@@ -250,37 +374,56 @@ def _records(text: str, pattern: str | None) -> list[Record]:
     for row in report.rows:
         suffix = "" if row.placement == "out-of-place" else "_inplace"
         cur = out[-1] if out else None
-        if cur is None or cur["size_bytes"] != row.size_bytes or f"time_us{suffix}" in cur:
+        if (
+            cur is None
+            or cur["size_bytes"] != row.size_bytes
+            or cur[_TABLE] != row.table
+            or f"time_us{suffix}" in cur
+        ):
             cur = {"size_bytes": row.size_bytes, "count": row.count, "type": row.type, "redop": row.redop}
+            cur[_TABLE], cur[_LINE] = row.table, row.line
             out.append(cur)
         cur[f"time_us{suffix}"] = row.time_us
         cur[f"algbw_gbps{suffix}"] = row.algbw_gbps
         cur[f"busbw_gbps{suffix}"] = row.busbw_gbps
         if row.wrong is not None:
             cur[f"wrong{suffix}"] = row.wrong
+        if row.max_error is not None:
+            cur[f"max_error{suffix}"] = row.max_error
     return list(out)
 
 
-def _sizes(records: list[Record]) -> str:
+def _sizes(records: Sequence[Record]) -> str:
     sizes = [str(r["size_bytes"]) for r in records]
     return ", ".join(sizes) if len(sizes) <= 8 else f"{', '.join(sizes[:4])}, ..., {', '.join(sizes[-2:])}"
 
 
 def select_case(records: Sequence[Record], case: Mapping[str, Any]) -> list[Record]:
     """The one record of the case's ``size_bytes`` (no such parameter: the output's only record). Raises
-    ParseError naming the count and the sizes found otherwise."""
+    ParseError naming the count, the sizes found and a hint that fits: rows of one size from several tables
+    (several separate jobs each printed theirs) are not fixed by ``-b``/``-e``; rows of several sizes are."""
     size = case.get("size_bytes")
     if isinstance(size, int) and not isinstance(size, bool):
         picked = [r for r in records if r["size_bytes"] == size]
         what = f"for size_bytes={size}"
     else:
         picked, what = list(records), "where one case is one message size"
-    if len(picked) != 1:
-        raise ParseError(
-            f"{len(picked)} result rows {what} (sizes in the output: {_sizes(list(records))}); "
-            "run the binary with -b SIZE -e SIZE for one size"
+    if len(picked) == 1:
+        return [{k: v for k, v in picked[0].items() if k not in (_TABLE, _LINE)}]
+    tables = sorted({r.get(_TABLE, 1) for r in picked})
+    if len(picked) > 1 and len({r["size_bytes"] for r in picked}) == 1 and len(tables) > 1:
+        lines = ", ".join(str(r[_LINE]) for r in picked if r.get(_LINE) is not None)
+        hint = (
+            f"the output holds {len(tables)} separate tables (rows on lines {lines}): several processes each ran "
+            "their own test; run one job per case (nccl-tests built with MPI=1 under mpirun, or one process "
+            "with -g/-t for several GPUs)"
         )
-    return picked
+    elif picked:
+        hint = "run the binary with -b SIZE -e SIZE for one size"
+    else:
+        hint = "the command did not measure that size: pass the case's size to the binary "
+        hint += "(-b {size_bytes} -e {size_bytes})"
+    raise ParseError(f"{len(picked)} result rows {what} (sizes in the output: {_sizes(list(records))}); {hint}")
 
 
 PARSER = ParserDef(
@@ -288,7 +431,7 @@ PARSER = ParserDef(
     "nccl-tests result row (the text table of all_reduce_perf & co., or its -J JSON)",
     _records,
     units=UNITS,
-    headline=(*_FIELDS, *(f"{k}_inplace" for k in _FIELDS)),
+    headline=(*_FIELDS, *(f"{k}_inplace" for k in _FIELDS), "max_error", "max_error_inplace"),
     signature=("size_bytes",),
     select=select_case,
 )

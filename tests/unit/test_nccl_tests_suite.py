@@ -50,17 +50,23 @@ def test_json_row_of_the_case_size_matches_the_text() -> None:
 
 def test_units_and_headline() -> None:
     assert P.headline[:4] == ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
-    assert [P.unit_of(m) for m in P.headline] == ["us", "GB/s", "GB/s", "elements"] * 2
+    assert [P.unit_of(m) for m in P.headline] == ["us", "GB/s", "GB/s", "elements"] * 2 + ["", ""]
 
 
 @pytest.mark.parametrize(
     ("text", "case", "message"),
     [
         (TEXT, {"size_bytes": 1000}, "0 result rows for size_bytes=1000 (sizes in the output: 8, 16, 32, 64, ..., "
-         "4294967296, 8589934592); run the binary with -b SIZE -e SIZE for one size"),
+         "4294967296, 8589934592); the command did not measure that size: pass the case's size to the binary "
+         "(-b {size_bytes} -e {size_bytes})"),
+        (TEXT, {}, "31 result rows where one "
+         "case is one message size (sizes in the output: 8, 16, 32, 64, ..., 4294967296, 8589934592); run the "
+         "binary with -b SIZE -e SIZE for one size"),
         (JSON, {}, "31 result rows where one case is one message size (sizes in the output: 8, 16, 32, 64, ..., "),
         (_one_size(MIB) + "\n" + _one_size(MIB), {"size_bytes": MIB},
-         f"2 result rows for size_bytes={MIB} (sizes in the output: {MIB}, {MIB})"),
+         f"2 result rows for size_bytes={MIB} (sizes in the output: {MIB}, {MIB}); the output holds 2 separate "
+         "tables (rows on lines 18, 41): several processes each ran their own test; run one job per case "
+         "(nccl-tests built with MPI=1 under mpirun, or one process with -g/-t for several GPUs)"),
         (_one_size(MIB).replace("18.97", "18.9x"), {"size_bytes": MIB},
          "no usable nccl-tests output (nccl-tests line 18: time '18.9x' is not a number)"),
         ("NCCL WARN no GPU\n", {"size_bytes": MIB}, "no usable nccl-tests output (no nccl-tests result line found"),
@@ -117,3 +123,26 @@ def test_a_malformed_output_is_a_failed_case_naming_the_problem() -> None:
     assert ev.type == "error" and ev.data["kind"] == "parse"
     assert ev.data["message"].startswith("parser nccl-tests found 0 result rows for size_bytes=1000 (sizes in")
     assert ev.data["case"] == {"size_bytes": 1000, "gpus": 8, "binary": "x"}
+
+
+def test_the_older_error_column_table_through_the_text_suite_keeps_every_figure_in_its_column() -> None:
+    """Issue 11 item 1: this table was stored as time_us_inplace=0.04 (algbw), busbw_gbps_inplace=1e-06 (error)."""
+    from tests.unit.test_nccl_tests_parser import ERROR_COLUMN
+
+    sd = load_registry().get("nccl-allreduce-text")
+    assert sd.command is not None
+    case = {"size_bytes": 4096, "gpus": 1, "binary": "x", "argv": ["x"], "env": {}, "timeout_s": 300.0}
+    ev = command_result(sd.command, _event(case, {"stdout": ERROR_COLUMN}), "b300")
+    assert ev.type == "result", ev.data
+    assert {k: v["value"] for k, v in ev.data["metrics"].items()} == {
+        "wall_ms": 900.0,
+        "time_us": 93.73, "algbw_gbps": 0.04, "busbw_gbps": 0.09, "max_error": 1e-06,
+        "time_us_inplace": 93.15, "algbw_gbps_inplace": 0.04, "busbw_gbps_inplace": 0.09, "max_error_inplace": 1e-06,
+    }  # fmt: skip
+    shifted = ERROR_COLUMN.replace("sum    93.73", "sum  -1  93.73")
+    ev = command_result(sd.command, _event(case, {"stdout": shifted}), "b300")
+    assert ev.type == "error" and ev.data["kind"] == "parse"
+    assert ev.data["message"].startswith(
+        "parser nccl-tests found no usable nccl-tests output (nccl-tests line 5: 13 columns where the column titles "
+        "on line 3 (size count type redop time algbw busbw error time algbw busbw error) name 12"
+    ), ev.data["message"]
