@@ -16,8 +16,9 @@ The tree::
     │   ├── RemoteCommandError     a remote command exited non-zero: argv, exit status, stderr tail
     │   ├── CommandTimeout         a remote command ran past its deadline
     │   └── DeployError            upload / verify / switch failed
-    └── StoreError                 database unreachable, migration needed
-        └── NotFoundError          a run / host / build id that is not in the store
+    └── StoreError                 database unreachable, locked, migration needed
+        ├── NotFoundError          a run / host / build id that is not in the store
+        └── SchemaTooNewError      the database was migrated by a newer orch; exit 2
 
 An agent line that is not a valid event is not an exception: ``protocol.parse_line`` turns it into an ``error``
 event for its place in the spool.
@@ -150,3 +151,19 @@ class StoreError(OrchError):
 
 class NotFoundError(StoreError):
     pass
+
+
+class SchemaTooNewError(StoreError):
+    """The database is at an Alembic revision this orch does not know (written by a newer orch): nothing reads
+    or writes it. ``revision`` is the database's, ``head`` this orch's newest."""
+
+    exit_code = 2
+
+    def __init__(self, revision: str, head: str | None) -> None:
+        super().__init__(
+            f"the database was written by a newer orch, revision {revision}; this orch knows up to {head or '-'}",
+            "upgrade orch (pipx upgrade orch / pip install -U orch), or point --db / ORCH_DB_URL at another "
+            "database",
+        )
+        self.revision = revision
+        self.head = head

@@ -8,6 +8,7 @@ request arrives. ``/docs`` and ``/redoc`` load their scripts from this server (`
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -24,6 +25,8 @@ from orchestrator.settings import Settings
 from orchestrator.store.repo import Store
 
 API_PREFIX = "/api/v1"
+STORE_UNAVAILABLE = "the results database is unavailable; the server log says why"
+_log = logging.getLogger("orch.api")
 _ERRORS: dict[int | str, dict[str, object]] = {
     400: {"model": Detail},
     401: {"model": Detail},
@@ -96,7 +99,9 @@ async def _orch_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, NotFoundError):
         code = 404
     elif isinstance(exc, StoreError):
-        code = 503
+        # The driver's text names the database host, port and user: the server log gets it, the caller not.
+        _log.warning("database error: %s (%s)", exc.message, exc.hint)
+        return JSONResponse({"detail": STORE_UNAVAILABLE}, status_code=503)
     elif isinstance(exc, IncomparableError):
         code = 422
     elif isinstance(exc, UsageError):

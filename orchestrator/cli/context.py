@@ -32,7 +32,8 @@ class AppContext:
 
     def store(self, *, create: bool = True) -> Store:
         """The results store. The embedded SQLite default is brought to the schema head on first use, so a
-        new user needs no `orch db upgrade`; a server database (PostgreSQL) is left to `orch db upgrade`.
+        new user needs no `orch db upgrade`; a server database (PostgreSQL) is left to `orch db upgrade` and must
+        be at this orch's head. A database a newer orch migrated is SchemaTooNewError (exit 2) on both.
 
         ``create=False`` (commands that only read): a SQLite file that does not exist is a StoreError naming
         the path, instead of a new empty database that would look like "no runs".
@@ -41,26 +42,35 @@ class AppContext:
         from sqlalchemy.exc import ArgumentError
 
         from orchestrator.errors import StoreError
+        from orchestrator.store import migrate
         from orchestrator.store.repo import Store
+        from orchestrator.store.urls import redact_url
 
         if self._store is None:
             url = self.settings.db_url
             try:
                 parsed = make_url(url)
-            except ArgumentError:
-                raise StoreError(f"--db / ORCH_DB_URL {url!r} is not a database URL",
-                                 "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch") from None
+            except (ArgumentError, ValueError):
+                raise StoreError(f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
+                                 "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch "
+                                 "(percent-encode @ : / in a password)") from None
             is_sqlite = parsed.get_backend_name() == "sqlite"
             path = parsed.database or ""
             if is_sqlite and not create and path not in ("", ":memory:") and not Path(path).exists():
                 raise StoreError(
-                    f"no orch database at {Path(path).resolve()} ({url})",
+                    f"no orch database at {Path(path).resolve()} ({redact_url(url)})",
                     "run orch from the directory that holds orch.db, or pass --db / set ORCH_DB_URL, "
                     "e.g. --db sqlite:////abs/path/orch.db",
                 )
             store = Store.from_url(url)
-            if is_sqlite:
-                store.upgrade()
+            try:
+                if is_sqlite:
+                    store.upgrade()  # serialized, refuses a newer schema
+                else:
+                    migrate.check_at_head(store.engine)  # a server database is migrated by `orch db upgrade`
+            except BaseException:
+                store.close()
+                raise
             self._store = store
         return self._store
 

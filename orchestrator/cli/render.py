@@ -229,12 +229,9 @@ _MOE_COLUMNS = (
 
 
 def _redact_url(url: str) -> str:
-    from sqlalchemy.engine import make_url
+    from orchestrator.store.urls import redact_url
 
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL is shown as given, it carries no password we could find
-        return url
+    return redact_url(url)
 
 
 def _fmt(x: Any, digits: int = 3) -> str:

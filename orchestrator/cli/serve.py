@@ -20,14 +20,17 @@ def serve(
     """Serve the results API (OpenAPI at /docs) and the dashboard at /.
 
     Beyond loopback the server refuses to start without a real ORCH_API_TOKEN (16+ characters, not a
-    placeholder).
+    placeholder), and it never starts over a database a newer orch migrated (exit 2).
     """
     import uvicorn
 
     from orchestrator.api.app import create_app
     from orchestrator.api.security import check_listen_policy
+    from orchestrator.store.migrate import refuse_newer
 
     settings = app_context(ctx).settings
     check_listen_policy(host, settings.api_token)
+    app = create_app(settings)
+    refuse_newer(app.state.store.engine)  # a newer orch's schema: exit 2, never serve it
     render.serving(host, port, settings.db_url)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -4,22 +4,43 @@ The migration scripts (``env.py``, ``versions/``) live in the repository's top-l
 carries the same files as ``orchestrator/migrations/`` (hatchling ``force-include`` in ``pyproject.toml``).
 ``migrations_dir()`` finds whichever is present, so ``orch db upgrade``, the tests and the ``alembic`` CLI
 (``alembic.ini`` at the root, e.g. ``alembic revision --autogenerate -m ...``) all run the same scripts.
+
+Lifecycle rules enforced here:
+
+- **One migrator at a time.** An upgrade holds a lock for its whole check-and-migrate: on SQLite a
+  ``filelock`` file beside the database (``orch.db.lock``), on PostgreSQL a session advisory lock. Six
+  processes starting on a new ``orch.db`` at once therefore migrate it once and all succeed; before, the others
+  failed within ~2 s with "database is locked" (a deferred transaction cannot wait for the write lock).
+- **Never touch a newer schema.** A database at a revision this orch does not know was written by a newer orch:
+  ``SchemaTooNewError`` (exit 2), before anything is read or written.
 """
 
 from __future__ import annotations
 
+import functools
+import time
+import zlib
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine
+from sqlalchemy import Engine, text
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from orchestrator.errors import StoreError
+from orchestrator.errors import SchemaTooNewError, StoreError
+from orchestrator.store.urls import redact_url, scrub
 
 _PACKAGE_DIR = Path(__file__).resolve().parent.parent
+# Waiting for another process's migration: 0002 moves ~1,000,000 result rows in minutes, so be generous.
+MIGRATION_LOCK_TIMEOUT_S = 900.0
+# pg_advisory_lock key (a signed 64-bit int): crc32 of a fixed name, so every orch version uses the same key.
+PG_LOCK_KEY = zlib.crc32(b"orch schema migration")
+_PG_POLL_S = 0.2
 
 
 def migrations_dir() -> Path:
@@ -41,8 +62,14 @@ def alembic_config() -> Config:
     return cfg
 
 
+@functools.cache
+def _script() -> ScriptDirectory:
+    """The scripts, read once per process (``/healthz`` asks on every probe)."""
+    return ScriptDirectory.from_config(alembic_config())
+
+
 def head_revision() -> str | None:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return _script().get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -50,11 +77,62 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade(engine: Engine, revision: str = "head") -> None:
-    """Bring the database to ``revision`` (default head). Raises StoreError when the database refuses."""
-    cfg = alembic_config()
+def refuse_unknown(heads: Sequence[str], script: ScriptDirectory | None = None) -> None:
+    """Raise SchemaTooNewError when any of the database's ``heads`` is not a revision this orch knows."""
+    script = script or _script()
+    known = {s.revision for s in script.walk_revisions()}
+    for rev in heads:
+        if rev not in known:
+            raise SchemaTooNewError(rev, script.get_current_head())
+
+
+def check_at_head(engine: Engine) -> str:
+    """The database's revision when it is this orch's head. Raises SchemaTooNewError (ahead), StoreError with
+    an `orch db upgrade` hint (behind or empty), or StoreError when the database cannot be reached."""
+    script = _script()
+    head = script.get_current_head()
     try:
         with engine.connect() as conn:
+            heads = MigrationContext.configure(conn).get_current_heads()
+    except SQLAlchemyError as exc:
+        raise translate(exc, engine, "cannot read the database's schema revision") from exc
+    refuse_unknown(heads, script)
+    if tuple(heads) != (head,):
+        raise StoreError(
+            f"the database {redact_url(_url(engine))} is at schema revision {', '.join(heads) or '(none)'}; "
+            f"this orch needs {head}",
+            "run `orch db upgrade` (with the same --db / ORCH_DB_URL)",
+        )
+    assert head is not None
+    return head
+
+
+def refuse_newer(engine: Engine) -> None:
+    """Raise SchemaTooNewError when a newer orch migrated the database. An unreachable, empty or older
+    database passes: ``orch serve`` starts anyway and answers 503 until it is reachable and at head."""
+    try:
+        with engine.connect() as conn:
+            heads = MigrationContext.configure(conn).get_current_heads()
+    except SQLAlchemyError:
+        return
+    refuse_unknown(heads)
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    """Bring the database to ``revision`` (default head), one process at a time (see the module docstring).
+
+    Raises SchemaTooNewError for a database a newer orch migrated, StoreError when the database refuses or the
+    lock is not free within MIGRATION_LOCK_TIMEOUT_S.
+    """
+    cfg = alembic_config()
+    script = ScriptDirectory.from_config(cfg)
+    try:
+        with _sqlite_file_lock(engine), engine.connect() as conn, _pg_advisory_lock(conn):
+            heads = MigrationContext.configure(conn).get_current_heads()
+            conn.commit()
+            refuse_unknown(heads, script)
+            if revision == "head" and tuple(heads) == (script.get_current_head(),):
+                return
             sqlite = conn.dialect.name == "sqlite"
             if sqlite:
                 # Batch mode recreates tables; with foreign keys on, dropping a parent would cascade or fail.
@@ -67,7 +145,92 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 conn.exec_driver_sql("PRAGMA foreign_keys = ON")
                 conn.commit()
     except SQLAlchemyError as exc:
+        raise translate(exc, engine, f"database migration to {revision} failed") from exc
+
+
+def translate(exc: SQLAlchemyError, engine: Engine, what: str) -> StoreError:
+    """A StoreError for a driver error: the first line of its text with every credential of the URL removed,
+    and a hint that fits the cause (a busy SQLite file, an unreachable server, missing rights)."""
+    url = _url(engine)
+    detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+    line = scrub(detail[0] if detail else exc.__class__.__name__, url)
+    return StoreError(f"{what}: {line}", hint_for(line, url))
+
+
+def hint_for(message: str, url: str) -> str:
+    """What to do about a database error whose (scrubbed) first line is ``message``."""
+    low = message.lower()
+    shown = redact_url(url)
+    if "database is locked" in low or "database table is locked" in low:
+        return (
+            f"another process held the write lock on {shown} for longer than the 30 s busy timeout "
+            "(a long `orch run` ingest, a migration, or a tool holding a transaction open); retry when it is done"
+        )
+    if "readonly" in low or "read-only" in low or "permission denied" in low:
+        return f"the database {shown} (or its directory, for SQLite's -wal/-shm files) is not writable by this user"
+    if "unable to open database file" in low:
+        return f"the directory of {shown} must exist and be writable"
+    if "password authentication failed" in low or "authentication" in low:
+        return "check the user name and password in --db / ORCH_DB_URL (percent-encode @ : / in the password)"
+    if "does not exist" in low and "database" in low:
+        return f"create the database first (createdb), or fix the name in {shown}"
+    if "must be owner" in low or "permission" in low:
+        return "the database user may not create or alter tables: grant it, or migrate as the owner"
+    return f"check that the database at {shown} (--db / ORCH_DB_URL) is reachable"
+
+
+def _url(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=False)
+
+
+@contextmanager
+def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
+    """Hold ``<database>.lock`` (filelock) for a SQLite file; no-op for memory databases and other dialects,
+    and when the directory does not exist or is not writable (SQLite itself then says what is wrong)."""
+    from filelock import FileLock, Timeout
+
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        yield
+        return
+    path = Path(database)
+    lock = FileLock(str(path.with_name(path.name + ".lock")), timeout=MIGRATION_LOCK_TIMEOUT_S)
+    try:
+        lock.acquire()
+    except Timeout:
         raise StoreError(
-            f"database migration to {revision} failed: {exc.__class__.__name__}: {str(exc).splitlines()[0]}",
-            "check ORCH_DB_URL / --db and that the database user may create tables",
-        ) from exc
+            f"another orch has been migrating {path} for over {MIGRATION_LOCK_TIMEOUT_S:g} s "
+            f"(lock {lock.lock_file})",
+            "wait for it to finish; if no orch is running, the lock is stale: delete the .lock file",
+        ) from None
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@contextmanager
+def _pg_advisory_lock(conn: Connection) -> Iterator[None]:
+    """Hold PostgreSQL's session advisory lock PG_LOCK_KEY (polled, with the same deadline as SQLite's)."""
+    if conn.dialect.name != "postgresql":
+        yield
+        return
+    deadline = time.monotonic() + MIGRATION_LOCK_TIMEOUT_S
+    while not conn.execute(text("SELECT pg_try_advisory_lock(:k)"), {"k": PG_LOCK_KEY}).scalar_one():
+        conn.commit()
+        if time.monotonic() > deadline:
+            raise StoreError(
+                f"another orch has been migrating this database for over {MIGRATION_LOCK_TIMEOUT_S:g} s",
+                "wait for it to finish (see pg_locks for advisory lock holders)",
+            )
+        time.sleep(_PG_POLL_S)
+    conn.commit()
+    try:
+        yield
+    finally:
+        conn.rollback()
+        conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": PG_LOCK_KEY})
+        conn.commit()

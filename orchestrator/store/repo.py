@@ -148,18 +148,18 @@ class Store:
         try:
             yield
         except (OperationalError, ProgrammingError) as exc:
-            text = str(exc.orig) if exc.orig is not None else str(exc)
-            missing = "no such table" in text or "does not exist" in text
-            raise StoreError(
-                f"database error: {text.splitlines()[0] if text else exc.__class__.__name__}",
-                "run `orch db upgrade` to create or migrate the schema"
-                if missing
-                else "check that the database at ORCH_DB_URL / --db is reachable",
-            ) from exc
+            from orchestrator.store.migrate import translate  # credentials scrubbed, hint by cause
+
+            err = translate(exc, self.engine, "database error")
+            if "no such table" in err.message or ("relation" in err.message and "does not exist" in err.message):
+                err.hint = "run `orch db upgrade` to create or migrate the schema"
+            raise err from exc
         except IntegrityError as exc:
             raise StoreError(f"database refused a write: {str(exc.orig).splitlines()[0]}") from exc
         except SQLAlchemyError as exc:
-            raise StoreError(f"database error: {exc.__class__.__name__}: {exc}") from exc
+            from orchestrator.store.migrate import translate
+
+            raise translate(exc, self.engine, "database error") from exc
 
     # -- schema ----------------------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.orm import Session
 
 from orchestrator.errors import ConfigError
+from orchestrator.store.urls import AMBIGUOUS, is_unambiguous, redact_url
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 _WRITE_OPTION = "orch_write"
@@ -36,11 +37,14 @@ def make_engine(url: str) -> Engine:
     """
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigError(
-            f"invalid database URL {url!r}",
-            "use sqlite:///path/to/orch.db or postgresql+psycopg://user:pass@host:5432/db",
-        ) from exc
+            f"invalid database URL: {redact_url(url)}",
+            "use sqlite:///path/to/orch.db or postgresql+psycopg://user:pass@host:5432/db "
+            "(percent-encode @ : / in the password)",
+        ) from None
+    if not is_unambiguous(url):  # before any driver sees it: it could quote pieces of the password
+        raise ConfigError(f"invalid database URL: {redact_url(url)}", f"{AMBIGUOUS}, e.g. p%40ss for p@ss")
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     kwargs: dict[str, Any] = {"json_serializer": compact_json, "json_deserializer": orjson.loads}
