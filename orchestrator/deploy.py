@@ -7,8 +7,10 @@ On the host (under the login user's home)::
     ~/.orch/builds/current -> <sha256>      switched atomically (symlink renamed over the old one)
 
 A host that already has both costs one round trip (the ``ensure`` call of ``remote/deploy_helper.py``, which also
-switches ``current`` and prunes builds beyond ``keep``). Otherwise files go over SFTP to ``*.part`` names, are
-renamed into place, and are verified by sha256 on the host.
+switches ``current`` and prunes builds beyond ``keep``). Otherwise files go over SFTP to uniquely named temporaries
+(hosts may share one home over NFS, and several deploys may run at once), are renamed into place, and are verified
+by sha256 on the host. A build archive is checked member by member here before any upload, and again on the host,
+which extracts it with tarfile's ``data`` filter (see ``remote/deploy_helper.py`` for the rules).
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import json
 import os
 import shutil
 import tarfile
 import tempfile
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -30,6 +34,7 @@ from orchestrator.agent_build import agent_pyz_bytes
 from orchestrator.errors import DeployError, UsageError
 from orchestrator.inventory import Host
 from orchestrator.remote import source
+from orchestrator.remote.deploy_helper import Refused, check_members
 from orchestrator.transport.base import Transport
 
 DEFAULT_KEEP_BUILDS = 3
@@ -65,19 +70,29 @@ def pack_build(build: Path, out_dir: Path) -> Artifact:
 
     A directory is packed reproducibly (sorted entries, mtime 0, uid/gid 0, modes kept so executables stay
     executable), so the same tree always has the same sha256. A tarball is taken as it is.
-    Raises UsageError when the path is missing or of another kind.
+    Either way every member must pass ``deploy_helper.check_members`` (nothing written outside the build or through
+    a link; a venv's absolute ``bin/python3`` link is fine). Raises UsageError when the path is missing, of another
+    kind, or holds a member that the host would refuse.
     """
     if not build.exists():
         raise UsageError(f"--build {build}: no such file or directory", "pass a build directory or a .tar.gz")
     if build.is_file():
         if not (build.name.endswith(".tar.gz") or build.name.endswith(".tgz")):
             raise UsageError(f"--build {build}: not a directory or .tar.gz/.tgz", "pack the build with tar czf")
+        try:
+            with tarfile.open(build, "r:gz") as tf:
+                _check(build, tf.getmembers())
+        except (tarfile.TarError, OSError, EOFError) as exc:
+            raise UsageError(
+                f"--build {build}: not a readable .tar.gz ({exc})", "pack the build with tar czf"
+            ) from None
         digest = hashlib.sha256()
         with build.open("rb") as f:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 digest.update(chunk)
         return Artifact(build, digest.hexdigest(), build.stat().st_size, build.name)
     raw = io.BytesIO()
+    infos: list[tarfile.TarInfo] = []
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tf:
         for root, dirs, files in os.walk(build):
             dirs.sort()
@@ -85,12 +100,16 @@ def pack_build(build: Path, out_dir: Path) -> Artifact:
                 full = Path(root) / name
                 arc = str(full.relative_to(build))
                 info = tf.gettarinfo(str(full), arcname=arc)
+                if info is None:  # a socket: tar cannot hold it
+                    raise UsageError(f"--build {build}: {arc} is a socket", "remove it from the build directory")
                 info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+                infos.append(info)
                 if info.isfile():
                     with full.open("rb") as f:
                         tf.addfile(info, f)
                 else:
                     tf.addfile(info)
+    _check(build, infos)
     gz = io.BytesIO()
     with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, compresslevel=6) as g:
         g.write(raw.getvalue())
@@ -99,6 +118,13 @@ def pack_build(build: Path, out_dir: Path) -> Artifact:
     out = out_dir / f"{sha}.tar.gz"
     out.write_bytes(data)
     return Artifact(out, sha, len(data), build.name)
+
+
+def _check(build: Path, members: list[tarfile.TarInfo]) -> None:
+    try:
+        check_members(members)
+    except Refused as exc:
+        raise UsageError(f"--build {build}: {exc.message}", exc.hint) from None
 
 
 @dataclass
@@ -138,6 +164,9 @@ async def _helper(t: Transport, host: Host, args: Sequence[str], timeout_s: floa
     try:
         return res.json_object()
     except ValueError as why:
+        refused = _refusal(res.stdout)
+        if refused is not None:  # the helper ran and said why (a bad archive, a corrupt upload): its own hint
+            raise DeployError(host.name, f"build refused: {refused[0]}", refused[1]) from None
         raise DeployError(
             host.name,
             f"deploy helper failed: {why}",
@@ -170,13 +199,26 @@ async def deploy_host(
         if state.get("build") == "present":
             out.build, out.switched, out.pruned = "present", bool(state.get("switched")), list(state.get("pruned", []))
         else:
-            await t.put(build.path, f".orch/builds/{build.sha256}.tar.gz")
-            done = await _helper(
-                t, host, ["install-build", "--build-sha", build.sha256, "--keep", str(keep)], timeout_s=600
-            )
+            # unique per deploy: hosts sharing one home may upload the same build at the same time
+            tarball = f"{build.sha256}.{uuid.uuid4().hex[:12]}.tar.gz"
+            await t.put(build.path, f".orch/builds/{tarball}")
+            args = ["install-build", "--build-sha", build.sha256, "--tarball", tarball, "--keep", str(keep)]
+            done = await _helper(t, host, args, timeout_s=600)
             out.build, out.switched, out.pruned = "uploaded", True, list(done.get("pruned", []))
             out.uploaded_bytes += build.size_bytes
     return out
+
+
+def _refusal(stdout: str) -> tuple[str, str] | None:
+    """The helper's ``{"error", "hint"}`` answer, when it gave one with a hint."""
+    lines = stdout.strip().splitlines()
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+    if isinstance(doc, dict) and doc.get("error") and doc.get("hint"):
+        return str(doc["error"]), str(doc["hint"])
+    return None
 
 
 @dataclass

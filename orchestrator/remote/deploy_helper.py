@@ -3,8 +3,18 @@
 Layout under ~/.orch:  agent/<sha>/agent.pyz   builds/<sha>/ (+ .complete holding the sha)   builds/current -> <sha>
 
 Usage: python3 -c SOURCE ensure --agent-sha SHA [--build-sha SHA] [--keep N]
-       python3 -c SOURCE install-build --build-sha SHA [--keep N]
-Prints one JSON object; exit 0, or 1 with {"error": ...}.
+       python3 -c SOURCE install-build --build-sha SHA [--tarball NAME] [--keep N]
+Prints one JSON object; exit 0, or 1 with {"error": ..., "hint": ...}.
+
+Homes are often shared over NFS by several hosts, and several ``orch deploy`` may run at once: every temporary
+name here is unique (``tempfile``), a build is unpacked into its own temporary directory and renamed into place,
+and a build that another deploy finished first is kept, never removed.
+
+Build archives are extracted with the standard library's ``tarfile`` ``data`` filter (PEP 706), after a check of
+the whole member list (:func:`check_members`) that needs no filesystem: no member may be written outside the build
+or through a link. One deliberate difference from the ``data`` filter: a symlink may point at an absolute path,
+because a Python venv's ``bin/python3`` links to the host's system interpreter; nothing is ever written through
+a link, so such a link cannot place a file outside the build.
 """
 
 from __future__ import annotations
@@ -13,9 +23,21 @@ import argparse
 import hashlib
 import json
 import os
+import posixpath
 import shutil
 import sys
 import tarfile
+import tempfile
+
+REPACK_HINT = "repack the build (orch deploy --build DIR packs a directory safely) without that member"
+
+
+class Refused(Exception):
+    """A build archive that cannot be installed safely: ``member`` names the entry, ``hint`` the fix."""
+
+    def __init__(self, message, hint, member=None):
+        super().__init__(message)
+        self.message, self.hint, self.member = message, hint, member
 
 
 def home():
@@ -40,7 +62,7 @@ def agent_state(sha):
 def build_state(sha):
     d = os.path.join(home(), "builds", sha)
     marker = os.path.join(d, ".complete")
-    if os.path.isfile(marker):
+    if os.path.isfile(marker) and not os.path.islink(d):
         with open(marker) as f:
             if f.read().strip() == sha:
                 return "present"
@@ -53,11 +75,9 @@ def current_build():
 
 
 def switch_current(sha):
-    """Point builds/current at <sha> atomically (a new symlink renamed over the old one)."""
+    """Point builds/current at <sha> atomically (a new symlink, uniquely named, renamed over the old one)."""
     builds = os.path.join(home(), "builds")
-    tmp = os.path.join(builds, f".current.{os.getpid()}")
-    if os.path.lexists(tmp):
-        os.unlink(tmp)
+    tmp = os.path.join(builds, ".current." + os.urandom(8).hex())  # os.symlink refuses an existing name
     os.symlink(sha, tmp)
     os.replace(tmp, os.path.join(builds, "current"))
 
@@ -95,37 +115,152 @@ def cmd_ensure(args):
     return out
 
 
+def _normalized(name):
+    """The member's path inside the build ('' for the build's own root), or Refused for an absolute/'..' path."""
+    if name.startswith("/"):
+        raise Refused(f"member {name!r} has an absolute path", REPACK_HINT, name)
+    norm = posixpath.normpath(name)
+    if norm == ".." or norm.startswith("../"):
+        raise Refused(f"member {name!r} points outside the build ('..')", REPACK_HINT, name)
+    return "" if norm == "." else norm
+
+
+def check_members(members: list[tarfile.TarInfo]) -> int:
+    """Refuse an archive that could write outside the build — pure, from the member list alone.
+
+    ``members``: ``tarfile.TarInfo`` objects in archive order. Rules, each raising :class:`Refused` naming the
+    member: paths are relative without ``..`` escapes; only regular files, directories, symlinks and hard links
+    (no devices or FIFOs); no member lies under a symlink or hard link of the archive (that would write through
+    it, as a chain of links does); a link never replaces an earlier member and is never replaced; a relative
+    symlink stays inside the build (an absolute one is allowed: see the module docstring); a hard link names an
+    earlier regular file of the archive.
+    """
+    seen: dict[str, str] = {}  # normalized name -> "file" | "dir" | "link"
+    for m in members:
+        norm = _normalized(m.name)
+        if not (m.isfile() or m.isdir() or m.issym() or m.islnk()):
+            raise Refused(f"member {m.name!r} is a device or FIFO, which a build may not contain", REPACK_HINT, m.name)
+        parts = norm.split("/") if norm else []
+        for i in range(1, len(parts)):
+            parent = "/".join(parts[:i])
+            if seen.get(parent) == "link":
+                raise Refused(
+                    f"member {m.name!r} would be written through the link {parent!r} (a chain of links can "
+                    "place files outside the build)",
+                    REPACK_HINT,
+                    m.name,
+                )
+            if seen.get(parent) == "file":
+                raise Refused(f"member {m.name!r} lies under the file {parent!r}", REPACK_HINT, m.name)
+        earlier = seen.get(norm)
+        if earlier == "link" or (earlier is not None and (m.issym() or m.islnk())):
+            raise Refused(
+                f"member {m.name!r} appears twice in the archive and one of them is a link", REPACK_HINT, m.name
+            )
+        if m.issym():
+            if not norm:
+                raise Refused(f"member {m.name!r} makes the build's root a link", REPACK_HINT, m.name)
+            if not m.linkname.startswith("/"):
+                target = posixpath.normpath(posixpath.join(posixpath.dirname(norm), m.linkname))
+                if target == ".." or target.startswith("../"):
+                    raise Refused(
+                        f"symlink {m.name!r} -> {m.linkname!r} leads outside the build",
+                        "make the link absolute if it should name a file on the host (as a venv's bin/python3 "
+                        "does), or keep its target inside the build",
+                        m.name,
+                    )
+            seen[norm] = "link"
+        elif m.islnk():
+            target = _normalized(m.linkname)
+            if seen.get(target) != "file":
+                raise Refused(
+                    f"hard link {m.name!r} -> {m.linkname!r} does not name an earlier regular file of the archive",
+                    REPACK_HINT,
+                    m.name,
+                )
+            seen[norm] = "link"
+        else:
+            seen[norm] = "dir" if m.isdir() else "file"
+    return len(seen)
+
+
+def _extract_filter(member, dest):
+    """tarfile's ``data`` filter, except that a symlink may name an absolute path (checked by check_members)."""
+    if member.issym() and member.linkname.startswith("/"):
+        checked = tarfile.data_filter(member.replace(linkname=".", deep=False), dest)
+        return checked.replace(linkname=member.linkname, deep=False) if checked is not None else None
+    return tarfile.data_filter(member, dest)
+
+
+def extract_build(tarball, dest):
+    """Check every member, then extract ``tarball`` (gzip) into the existing empty directory ``dest``."""
+    if not hasattr(tarfile, "data_filter"):
+        raise Refused(
+            f"Python {sys.version.split()[0]} on this host has no tarfile extraction filters (PEP 706)",
+            "point `python:` in the inventory at Python 3.12+, 3.11.4+, 3.10.12+, 3.9.17+ or 3.8.17+",
+        )
+    with tarfile.open(tarball, "r:gz") as tf:
+        tf.errorlevel = 2
+        check_members(tf.getmembers())
+        try:
+            tf.extractall(dest, filter=_extract_filter)
+        except tarfile.FilterError as exc:
+            member = getattr(exc, "tarinfo", None)
+            raise Refused(f"unsafe member in build archive: {exc}", REPACK_HINT, getattr(member, "name", None)) from exc
+
+
 def cmd_install_build(args):
     sha = args.build_sha
     builds = os.path.join(home(), "builds")
-    tarball = os.path.join(builds, sha + ".tar.gz")
-    if not os.path.isfile(tarball):
-        raise RuntimeError(f"uploaded tarball {tarball} is missing")
-    got = sha256_file(tarball)
-    if got != sha:
-        os.unlink(tarball)
-        raise RuntimeError(f"uploaded build is corrupt: sha256 {got}, expected {sha}")
-    tmp = os.path.join(builds, sha + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
-    with tarfile.open(tarball, "r:gz") as tf:
-        for m in tf.getmembers():
-            target = os.path.realpath(os.path.join(tmp, m.name))
-            if not (target == os.path.realpath(tmp) or target.startswith(os.path.realpath(tmp) + os.sep)):
-                raise RuntimeError(f"unsafe path in build archive: {m.name}")
-            if m.issym() or m.islnk():
-                link = os.path.realpath(os.path.join(os.path.dirname(target), m.linkname))
-                if not link.startswith(os.path.realpath(tmp) + os.sep):
-                    raise RuntimeError(f"unsafe link in build archive: {m.name} -> {m.linkname}")
-        tf.extractall(tmp)  # noqa: S202 - members checked above
-    with open(os.path.join(tmp, ".complete"), "w") as f:
-        f.write(sha + "\n")
-    final = os.path.join(builds, sha)
-    shutil.rmtree(final, ignore_errors=True)
-    os.rename(tmp, final)
-    os.unlink(tarball)
+    name = args.tarball or sha + ".tar.gz"
+    if "/" in name or name in (".", ".."):
+        raise Refused(f"--tarball {name!r} is not a file name in {builds}", "pass the uploaded file's name only")
+    tarball = os.path.join(builds, name)
+    tmp = None
+    try:
+        if not os.path.isfile(tarball):
+            raise RuntimeError(f"uploaded tarball {tarball} is missing")
+        got = sha256_file(tarball)
+        if got != sha:
+            raise Refused(
+                f"uploaded build is corrupt: sha256 {got}, expected {sha}", "the upload was damaged; deploy again"
+            )
+        if build_state(sha) == "present":  # another deploy (a host sharing this home) finished it first
+            result = "present"
+        else:
+            tmp = tempfile.mkdtemp(prefix="." + sha[:16] + ".", suffix=".tmp", dir=builds)
+            os.chmod(tmp, 0o755)
+            extract_build(tarball, tmp)
+            with open(os.path.join(tmp, ".complete"), "w") as f:
+                f.write(sha + "\n")
+            result = _move_into_place(tmp, os.path.join(builds, sha), sha)
+            if result == "installed":
+                tmp = None
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if os.path.lexists(tarball):
+            os.unlink(tarball)
     switch_current(sha)
-    return {"build": "installed", "current_build": current_build(), "pruned": prune(args.keep, {sha})}
+    return {"build": result, "current_build": current_build(), "pruned": prune(args.keep, {sha})}
+
+
+def _move_into_place(tmp, final, sha):
+    """Rename the unpacked build to builds/<sha>; 'present' when a concurrent deploy got there first."""
+    if os.path.lexists(final) and build_state(sha) != "present":  # a leftover without .complete
+        stale = tempfile.mkdtemp(prefix="." + sha[:16] + ".", suffix=".stale", dir=os.path.dirname(final))
+        try:
+            os.rename(final, os.path.join(stale, "old"))
+        except OSError:
+            pass  # someone else moved it; the rename below decides
+        shutil.rmtree(stale, ignore_errors=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if build_state(sha) == "present":
+            return "present"
+        raise
+    return "installed"
 
 
 def main(argv):
@@ -137,10 +272,14 @@ def main(argv):
     e.add_argument("--keep", type=int, default=3)
     i = sub.add_parser("install-build")
     i.add_argument("--build-sha", required=True)
+    i.add_argument("--tarball")
     i.add_argument("--keep", type=int, default=3)
     args = p.parse_args(argv)
     try:
         out = cmd_ensure(args) if args.cmd == "ensure" else cmd_install_build(args)
+    except Refused as exc:
+        print(json.dumps({"error": exc.message, "hint": exc.hint, "member": exc.member}))
+        return 1
     except Exception as exc:  # reported as JSON to orch, which names the host
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 1

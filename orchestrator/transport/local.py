@@ -9,6 +9,7 @@ import asyncio
 import os
 import shutil
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
@@ -92,9 +93,12 @@ class LocalTransport:
         dest = self.home / remote
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
-            tmp = dest.with_name(dest.name + ".part")
-            shutil.copyfile(local, tmp)
-            os.replace(tmp, dest)
+            tmp = dest.with_name(f"{dest.name}.{uuid.uuid4().hex[:12]}.part")  # unique, as over SSH
+            try:
+                shutil.copyfile(local, tmp)
+                os.replace(tmp, dest)
+            finally:
+                tmp.unlink(missing_ok=True)
         except OSError as exc:
             raise HostError(self.host, f"cannot copy {local} to {dest}: {exc.strerror}") from None
 

@@ -29,6 +29,7 @@ import random
 import shlex
 import socket
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -503,13 +504,18 @@ class SshTransport:
 
     async def put(self, local: Path, remote: str) -> None:
         parent = str(Path(remote).parent)
-        tmp = remote + ".part"
+        tmp = f"{remote}.{uuid.uuid4().hex[:12]}.part"  # unique: homes shared over NFS see concurrent uploads
         try:
             async with self._conn.start_sftp_client() as sftp:
                 if parent not in ("", "."):
                     await sftp.makedirs(parent, exist_ok=True)
-                await sftp.put(str(local), tmp)
-                await sftp.posix_rename(tmp, remote)
+                try:
+                    await sftp.put(str(local), tmp)
+                    await sftp.posix_rename(tmp, remote)
+                except BaseException:
+                    with contextlib.suppress(asyncssh.SFTPError, asyncssh.Error, OSError):
+                        await sftp.remove(tmp)
+                    raise
         except (asyncssh.SFTPError, asyncssh.Error, OSError) as exc:
             raise HostError(
                 self.host,

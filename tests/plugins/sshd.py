@@ -2,9 +2,9 @@
 
 Each host binds its own loopback address (127.0.0.11, .12, ... — all of 127.0.0.0/8 is loopback) on a free
 port, has its own host keys, and its own remote HOME (sshd ``SetEnv HOME=...`` and ``internal-sftp -d``), so two
-simulated hosts never share ``~/.orch``. sshd runs as the current user (root in CI). The client side is a
-temporary HOME with a generated key, a known_hosts file and an ssh_config; tests point orch at it by setting
-``HOME``.
+simulated hosts never share ``~/.orch`` — unless a test passes one ``home=`` to both, as an NFS home would.
+sshd runs as the current user (root in CI). The client side is a temporary HOME with a generated key, a
+known_hosts file and an ssh_config; tests point orch at it by setting ``HOME``.
 
 Pathological peers (no banner, garbage banner) are small asyncio servers elsewhere in the tests.
 """
@@ -190,12 +190,15 @@ class SshdBed:
         authorized: bool = True,
         extra_config: list[str] | None = None,
         start: bool = True,
+        home: Path | None = None,
     ) -> SshdHost:
+        """A new host; ``home``: a remote HOME to share with other hosts (as over NFS), else its own."""
         address = f"127.0.0.{next(_addr_counter)}"
         root = self.root / name
         (root / "keys").mkdir(parents=True)
-        home = root / "home"
-        home.mkdir()
+        if home is None:
+            home = root / "home"
+            home.mkdir()
         keys = {t: keygen(root / "keys" / f"ssh_host_{t}_key", t) for t in key_types}
         ak = root / "authorized_keys"
         ak.write_text(self.client.key.with_suffix(".pub").read_text() if authorized else "")
