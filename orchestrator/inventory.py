@@ -41,8 +41,9 @@ HOST_KEYS = (
     "connection",
     "labels",
     "gpu",
-    "build_dir",
 )
+#: Host keys whose value is text: taken as written in the file (``user: 0710``, ``labels: {country: NO}``).
+STRING_KEYS = ("address", "user", "identity_file", "python", "connection")
 
 
 class GpuOverride(BaseModel):
@@ -73,13 +74,13 @@ class HostVars(BaseModel):
     connection: Literal["ssh", "local"] | None = None
     labels: dict[str, str] | None = None
     gpu: GpuOverride | None = None
-    build_dir: str | None = None
 
     @field_validator("labels", mode="before")
     @classmethod
     def _labels_to_str(cls, v: Any) -> Any:
+        # The YAML loader hands labels over as written; this serves callers passing numbers or booleans.
         if isinstance(v, dict):
-            return {str(k): str(val) for k, val in v.items()}
+            return {str(k): str(val) if isinstance(val, int | float) else val for k, val in v.items()}
         return v
 
 
@@ -116,7 +117,6 @@ class Host:
     python: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     gpu: GpuOverride | None = None
-    build_dir: str | None = None
 
     @property
     def interpreter(self) -> str:
@@ -138,7 +138,6 @@ class Host:
             "python": self.python,
             "labels": dict(self.labels),
             "gpu": self.gpu.model_dump(exclude_none=True) if self.gpu else None,
-            "build_dir": self.build_dir,
         }
 
 
@@ -201,6 +200,11 @@ class Inventory:
 def _fix_for(err: dict[str, Any]) -> str:
     kind = err.get("type", "")
     key = err["loc"][-1] if err.get("loc") else ""
+    if kind == "extra_forbidden" and key == "build_dir":
+        return (
+            "build_dir was removed (it never had an effect): builds are unpacked, content-addressed, under "
+            "~/.orch/builds on each host; delete the key"
+        )
     if kind == "extra_forbidden":
         if len(err["loc"]) >= 2 and err["loc"][-2] in ("vars", "defaults") or len(err["loc"]) >= 4:
             return f"unknown key {key!r}; host keys are: {', '.join(HOST_KEYS)}"
@@ -230,6 +234,11 @@ def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
             "the top level must be a mapping with 'defaults' and 'groups'", "see the README", path=path, line=1
         )
     try:
+        doc = _as_written(doc)
+    except yamllines.DuplicateKeyError as exc:
+        raise InventoryError(f"duplicate key {exc.key!r}", "remove one of the two entries", path=path,
+                             line=exc.line) from None
+    try:
         spec = InventorySpec.model_validate(doc)
     except ValidationError as exc:
         err = exc.errors()[0]
@@ -239,6 +248,50 @@ def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
             f"{where}: {err['msg']}", _fix_for(dict(err)), path=path, line=yamllines.line_of(doc, loc)
         ) from None
     return _resolve(spec, path, doc)
+
+
+def _as_written(doc: Any) -> Any:
+    """The document with names and text settings as written: YAML 1.1 would read ``NO`` as False, ``0710`` as
+    456 and ``12:30`` as 750; group and host names, label keys and values and :data:`STRING_KEYS` keep their
+    text, and a ``port`` written in digits is read in base 10."""
+    doc = yamllines.text_keys(doc)
+    if isinstance(doc.get("defaults"), dict):
+        doc["defaults"] = _host_vars_as_written(doc["defaults"])
+    if "suite_dir" in doc:
+        doc["suite_dir"] = yamllines.written(doc, "suite_dir")
+    groups = yamllines.text_keys(doc.get("groups"))
+    if isinstance(groups, dict):
+        for gname, group in groups.items():
+            group = yamllines.text_keys(group)
+            if isinstance(group, dict):
+                if isinstance(group.get("vars"), dict):
+                    group["vars"] = _host_vars_as_written(group["vars"])
+                hosts = yamllines.text_keys(group.get("hosts"))
+                if isinstance(hosts, dict):
+                    for hname, hv in hosts.items():
+                        hosts[hname] = _host_vars_as_written(hv) if isinstance(hv, dict) else hv
+                    group["hosts"] = hosts
+            groups[gname] = group
+        doc["groups"] = groups
+    return doc
+
+
+def _host_vars_as_written(hv: Any) -> Any:
+    hv = yamllines.text_keys(hv)
+    for key in STRING_KEYS:
+        if key in hv:
+            hv[key] = yamllines.written(hv, key)
+    if "port" in hv and isinstance(hv, yamllines.LinedDict) and str(hv.texts.get("port", "x")).isdigit():
+        hv["port"] = int(hv.texts["port"], 10)
+    labels = yamllines.text_keys(hv.get("labels"))
+    if isinstance(labels, dict):
+        for key in labels:
+            labels[key] = yamllines.written(labels, key)
+        hv["labels"] = labels
+    gpu = hv.get("gpu")
+    if isinstance(gpu, dict) and "name" in gpu:
+        gpu["name"] = yamllines.written(gpu, "name")
+    return hv
 
 
 def _resolve(spec: InventorySpec, path: str, doc: Any = None) -> Inventory:
@@ -297,7 +350,6 @@ def _merge(name: str, group: str, own: HostVars, gvars: HostVars, defaults: Host
         python=pick("python"),
         labels=labels,
         gpu=gpu,
-        build_dir=pick("build_dir"),
     )
 
 

@@ -13,8 +13,13 @@ import yaml
 
 
 class LinedDict(dict[Any, Any]):
+    """A mapping with the line of every key; ``texts`` / ``key_texts``: the text written for plain (unquoted)
+    scalar values / keys, so that a reader can take ``NO``, ``0710`` or ``12:30`` as written."""
+
     lines: dict[Any, int]
     line: int
+    texts: dict[Any, str]
+    key_texts: dict[Any, str]
 
 
 class LinedList(list[Any]):
@@ -42,13 +47,17 @@ class _LineLoader(yaml.SafeLoader):
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LinedDict:
     out = LinedDict()
-    out.lines, out.line = {}, node.start_mark.line + 1
+    out.lines, out.line, out.texts, out.key_texts = {}, node.start_mark.line + 1, {}, {}
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
         if key in out:
             raise DuplicateKeyError(key, key_node.start_mark.line + 1)
         out[key] = loader.construct_object(value_node, deep=True)
         out.lines[key] = key_node.start_mark.line + 1
+        if isinstance(value_node, yaml.ScalarNode) and value_node.style is None:
+            out.texts[key] = value_node.value
+        if isinstance(key_node, yaml.ScalarNode) and key_node.style is None:
+            out.key_texts[key] = key_node.value
     return out
 
 
@@ -70,6 +79,34 @@ def load(text: str) -> Any:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)
         raise YamlSyntaxError(str(problem), mark.line + 1 if mark is not None else 0) from None
+
+
+def written(node: Any, key: Any) -> Any:
+    """``node[key]``, or the text written for it when YAML 1.1 resolved a plain scalar to something other than a
+    string (``NO`` -> False, ``0710`` -> 456, ``12:30`` -> 750): that text, unchanged. A null stays None."""
+    value = node[key]
+    if isinstance(node, LinedDict) and value is not None and not isinstance(value, str) and key in node.texts:
+        return node.texts[key]
+    return value
+
+
+def text_keys(node: Any) -> Any:
+    """A copy of a mapping whose plain-scalar keys are the text written for them (``NO:`` stays ``"NO"``,
+    ``0710:`` ``"0710"``), lines and texts kept; anything but a LinedDict is returned as it is."""
+    if not isinstance(node, LinedDict):
+        return node
+    out = LinedDict()
+    out.line, out.lines, out.texts, out.key_texts = node.line, {}, {}, {}
+    for key, value in node.items():
+        new = key if isinstance(key, str) else node.key_texts.get(key, key)
+        if new in out:
+            raise DuplicateKeyError(new, node.lines[key])
+        out[new] = value
+        out.lines[new] = node.lines[key]
+        if key in node.texts:
+            out.texts[new] = node.texts[key]
+        out.key_texts[new] = str(new)
+    return out
 
 
 def line_of(doc: Any, loc: Sequence[int | str]) -> int:
