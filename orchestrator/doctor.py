@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import OrchError
-from orchestrator.facts import gpus_from_facts
+from orchestrator.facts import gpus_from_facts, read_nvidia_smi
 from orchestrator.fanout import fanout
 from orchestrator.inventory import Host, Inventory
 from orchestrator.transport import open_transport
@@ -166,6 +166,8 @@ async def _remote_checks(
         ] + [Check(n, "skipped", "no facts: the python check failed") for n in ("gpus", "disk", "agent")]
     try:
         facts = json.loads(res.stdout)
+        if not isinstance(facts, dict):
+            raise ValueError("not an object")
     except ValueError:
         return None, [
             Check("python", "fail", f"{python} printed something other than the facts JSON: {res.stdout[:120]!r}")
@@ -217,29 +219,36 @@ def python_check(facts: dict[str, Any], python: str) -> Check:
 
 
 def gpus_check(facts: dict[str, Any]) -> Check:
-    smi = facts.get("nvidia_smi") or {}
-    if not smi.get("found"):
+    """The GPUs nvidia-smi lists, whatever its exit status. ok: rows and nothing else; warn: no nvidia-smi, no row,
+    or rows with a non-zero exit or warning lines (shown next to the GPUs, all of them in ``warnings``); fail:
+    nvidia-smi failed without a row (the whole error text in the detail). Never raises."""
+    smi = read_nvidia_smi(facts)
+    if not smi.found:
         return Check("gpus", "warn", "no GPU: nvidia-smi not found on the host", {"count": 0, "gpus": []})
-    if smi.get("rc") != 0:
-        err = (str(smi.get("stderr") or smi.get("stdout") or "").strip().splitlines() or ["?"])[-1]
-        return Check(
-            "gpus",
-            "fail",
-            f"nvidia-smi failed (exit {smi.get('rc')}): {err}",
-            {"count": 0, "gpus": [], "hint": "check the NVIDIA driver on the host (dmesg, nvidia-smi)"},
-        )
-    try:
-        gpus = gpus_from_facts(facts)
-    except ValueError as exc:
-        return Check("gpus", "fail", f"cannot parse nvidia-smi output: {exc}", {"count": 0, "gpus": []})
-    if not gpus:
-        return Check("gpus", "warn", "no GPU: nvidia-smi lists none", {"count": 0, "gpus": []})
-    names = sorted({g.name for g in gpus})
-    mem = gpus[0].memory_mib
+    data: dict[str, Any] = {"count": len(smi.gpus), "gpus": [g.to_dict() for g in smi.gpus]}
+    if smi.warnings:
+        data["warnings"] = smi.warnings
+    if smi.exit_status is not None:
+        data["exit_status"] = smi.exit_status
+    said = "; ".join(smi.warnings)
+    if smi.failed:
+        status = f"exit {smi.exit_status}" if smi.exit_status is not None else "did not finish"
+        data["error"] = smi.error
+        data["hint"] = "check the NVIDIA driver on the host (dmesg, nvidia-smi)"
+        return Check("gpus", "fail", f"nvidia-smi failed ({status}): " + "; ".join(str(smi.error).splitlines()), data)
+    if not smi.gpus:
+        return Check("gpus", "warn", "no GPU: nvidia-smi lists none" + (f"; it said: {said}" if said else ""), data)
+    names = sorted({g.name for g in smi.gpus})
+    mem = smi.gpus[0].memory_mib
     detail = (
-        f"{len(gpus)}x {', '.join(names)}" + (f", {mem} MiB each" if mem else "") + f", driver {gpus[0].driver_version}"
+        f"{len(smi.gpus)}x {', '.join(names)}"
+        + (f", {mem} MiB each" if mem else "")
+        + f", driver {smi.gpus[0].driver_version}"
     )
-    return Check("gpus", "ok", detail, {"count": len(gpus), "gpus": [g.to_dict() for g in gpus]})
+    if smi.exit_status != 0 or smi.warnings:
+        exit_text = f"nvidia-smi exit {smi.exit_status}" if smi.exit_status != 0 else "nvidia-smi"
+        return Check("gpus", "warn", f"{detail}; {exit_text}: {said or 'no message'}", data)
+    return Check("gpus", "ok", detail, data)
 
 
 def disk_check(facts: dict[str, Any]) -> Check:
@@ -290,17 +299,26 @@ async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOpt
         if o.value is not None:
             reports.append(o.value)
         else:
-            msg = o.error.message if o.error else "unknown failure"
-            reports.append(
-                HostReport(
-                    o.host.name,
-                    o.host.address,
-                    o.host.port,
-                    [Check("dns", "fail", msg)]
-                    + [Check(n, "skipped", "doctor failed for this host") for n in CHECK_NAMES[1:]],
-                )
-            )
+            reports.append(_failed_report(o.host, o.error))
     return DoctorReport(reports)
+
+
+def _failed_report(host: Host, error: OrchError | None) -> HostReport:
+    """A host whose doctor did not finish (deadline, a bug): the failure is filed under the first check that
+    applies to the host — ``dns`` over SSH, ``python`` (the facts probe) for a local host, whose connection
+    steps are skipped."""
+    msg = error.message if error else "unknown failure"
+    data = {"hint": error.hint} if error is not None and error.hint else {}
+    first = "python" if host.connection == "local" else "dns"
+    checks = []
+    for name in CHECK_NAMES:
+        if host.connection == "local" and name in ("dns", "tcp", "banner", "hostkey", "auth"):
+            checks.append(Check(name, "skipped", "connection: local"))
+        elif name == first:
+            checks.append(Check(name, "fail", msg, dict(data)))
+        else:
+            checks.append(Check(name, "skipped", "doctor failed for this host"))
+    return HostReport(host.name, host.address, host.port, checks)
 
 
 def run_doctor_sync(inventory: Inventory, selector: str | None, opts: DoctorOptions) -> DoctorReport:

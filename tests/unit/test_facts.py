@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from orchestrator.doctor import disk_check, gpus_check
-from orchestrator.facts import GpuInfo, gpus_from_facts, host_facts_summary, parse_nvidia_smi_csv
+from orchestrator.facts import (
+    GpuInfo,
+    gpus_from_facts,
+    host_facts_summary,
+    parse_nvidia_smi,
+    parse_nvidia_smi_csv,
+    read_nvidia_smi,
+)
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
 ISSUE_FIELDS = ("name", "uuid", "driver_version", "memory.total", "clocks.max.mem")
@@ -75,11 +82,13 @@ def test_unavailable_values_become_none(value: str) -> None:
     assert (g.memory_mib, g.ecc) == (None, None)
 
 
-def test_wrong_column_count_names_the_line() -> None:
+def test_a_row_with_the_wrong_column_count_is_a_warning_line_not_an_error() -> None:
     text = (SMI / "h200x8_header.csv").read_text().splitlines()
-    text[3] = text[3].rsplit(",", 1)[0]  # drop the bus id of the third GPU
-    with pytest.raises(ValueError, match=r"nvidia-smi line 3 has 7 columns, expected 8"):
-        parse_nvidia_smi_csv("\n".join(text))
+    cut = text[3].rsplit(",", 1)[0]  # drop the bus id of the third GPU
+    text[3] = cut
+    table = parse_nvidia_smi("\n".join(text))
+    assert [g.pci_bus_id for g in table.gpus][:2] == ["00000000:18:00.0", "00000000:2A:00.0"]
+    assert len(table.gpus) == 7 and table.other_lines == [cut]
 
 
 def test_empty_output_is_no_gpu() -> None:
@@ -87,12 +96,30 @@ def test_empty_output_is_no_gpu() -> None:
     assert parse_nvidia_smi_csv("\n\n") == []
 
 
-def test_gpus_from_facts_ignores_missing_or_failed_nvidia_smi() -> None:
+def test_gpus_from_facts_keeps_rows_whatever_the_exit_status() -> None:
     text = (SMI / "h200x8_header.csv").read_text()
     assert len(gpus_from_facts(_facts(text))) == 8
     assert gpus_from_facts(_facts(text, found=False)) == []
-    assert gpus_from_facts(_facts(text, rc=9)) == []
+    assert len(gpus_from_facts(_facts(text, rc=14))) == 8
     assert gpus_from_facts({}) == []
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        {"nvidia_smi": None},
+        {"nvidia_smi": {"found": True, "rc": "x", "stdout": None, "stderr": 3}},
+        {"nvidia_smi": {"found": True, "rc": 0, "stdout": "name, uuid\n\"unclosed, x\n,,,,\n\x00\n"}},
+        {"nvidia_smi": []},
+        {"torch": {"devices": ["x"]}, "python": "3.11"},
+        [],
+    ],
+)
+def test_facts_parsing_never_raises(facts: Any) -> None:
+    assert isinstance(read_nvidia_smi(facts).gpus, list)
+    assert host_facts_summary(facts)["gpu_count"] >= 0
+    if isinstance(facts, dict):
+        assert gpus_check(facts).status in ("ok", "warn", "fail")
 
 
 def test_gpus_check_statuses() -> None:
@@ -113,7 +140,66 @@ def test_gpus_check_statuses() -> None:
     assert driver.detail.startswith("nvidia-smi failed (exit 9): NVIDIA-SMI has failed because")
     assert "driver" in driver.data["hint"]
     garbled = gpus_check(_facts("name, uuid\nNVIDIA H200\n"))
-    assert garbled.status == "fail" and garbled.detail.startswith("cannot parse nvidia-smi output")
+    assert (garbled.status, garbled.detail) == ("warn", "no GPU: nvidia-smi lists none; it said: NVIDIA H200")
+
+
+def test_infoROM_warning_with_exit_14_keeps_every_gpu_and_warns_next_to_them() -> None:
+    text = (SMI / "h200x8_inforom_warning.csv").read_text()
+    c = gpus_check(_facts(text, rc=14))
+    assert c.status == "warn"
+    assert c.detail == (
+        "8x NVIDIA H200, 143771 MiB each, driver 580.159.04; nvidia-smi exit 14: "
+        "WARNING: infoROM is corrupted at gpu 0000:0B:00.0"
+    )
+    assert c.data["count"] == 8 and c.data["exit_status"] == 14
+    assert c.data["warnings"] == ["WARNING: infoROM is corrupted at gpu 0000:0B:00.0"]
+    s = host_facts_summary(_facts(text, rc=14))
+    assert s["gpu_count"] == 8 and len(set(s["gpu_uuids"])) == 8
+    assert (s["nvidia_smi_exit"], s["nvidia_smi_warnings"]) == (14, c.data["warnings"])
+
+
+def test_infoROM_warning_on_stdout_with_exit_0_is_a_warning_not_a_crash() -> None:
+    c = gpus_check(_facts((SMI / "h200x8_inforom_warning.csv").read_text(), rc=0))
+    assert c.status == "warn" and c.data["count"] == 8
+    assert c.detail.endswith("; nvidia-smi: WARNING: infoROM is corrupted at gpu 0000:0B:00.0")
+
+
+def test_warning_on_stderr_with_rows_is_a_warning() -> None:
+    c = gpus_check(_facts((SMI / "h200x1_header.csv").read_text(), stderr="WARNING: something odd\n"))
+    assert (c.status, c.data["count"], c.data["warnings"]) == ("warn", 1, ["WARNING: something odd"])
+
+
+def test_a_multi_line_error_without_rows_fails_with_every_line() -> None:
+    text = (SMI / "nvml_mismatch.txt").read_text()
+    c = gpus_check(_facts(text, rc=255))
+    assert c.status == "fail"
+    assert c.detail == (
+        "nvidia-smi failed (exit 255): Failed to initialize NVML: Driver/library version mismatch; "
+        "NVML library version: 580.159"
+    )
+    assert c.data["error"] == text.strip()
+    stderr_only = gpus_check(_facts("", rc=255, stderr=text))
+    assert stderr_only.detail == c.detail
+    hung = gpus_check(_facts("", rc=None, stderr="nvidia-smi timed out after 30 s"))
+    assert (hung.status, hung.detail) == ("fail", "nvidia-smi failed (did not finish): nvidia-smi timed out after 30 s")
+
+
+def test_mig_and_vgpu_names_and_unsupported_values() -> None:
+    gpus = parse_nvidia_smi_csv((SMI / "mig_vgpu.csv").read_text())
+    assert [g.name for g in gpus] == ["NVIDIA A100-SXM4-80GB MIG 3g.40gb", "GRID A100-40C", "NVIDIA H100XM-80C"]
+    assert (gpus[0].memory_mib, gpus[0].clock_max_sm_mhz, gpus[0].ecc) == (81920, 1410, "Enabled")
+    assert (gpus[1].memory_mib, gpus[1].clock_max_sm_mhz, gpus[1].clock_max_mem_mhz, gpus[1].ecc) == (
+        40960, None, None, None,
+    )  # fmt: skip
+    assert (gpus[2].driver_version, gpus[2].memory_mib, gpus[2].pci_bus_id) == (None, None, "00000000:03:00.0")
+    c = gpus_check(_facts((SMI / "mig_vgpu.csv").read_text()))
+    assert c.status == "ok" and c.detail.startswith("3x GRID A100-40C, NVIDIA A100-SXM4-80GB MIG 3g.40gb, ")
+
+
+def test_lines_before_the_header_are_warnings() -> None:
+    text = "WARNING: a line first\n" + (SMI / "h200x1_header.csv").read_text()
+    table = parse_nvidia_smi(text)
+    assert len(table.gpus) == 1 and table.other_lines == ["WARNING: a line first"]
 
 
 def test_host_facts_summary_carries_provenance() -> None:
