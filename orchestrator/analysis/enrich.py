@@ -8,8 +8,11 @@ INCLUDED, as the agent's ``moe_gemm`` bench counts them):
 metric         unit     definition
 ============== ======== =====================================================================================
 us_per_token   µs       time_ms · 1000 / M
-weight_bytes   B        distinct experts · 3·H·I · bytes per weight; the measured ``distinct_experts``
-                        when present, else E·(1 − (1 − k/E)^M) + shared
+weight_bytes   B        distinct experts · bytes per expert; the measured ``distinct_experts`` when
+                        present, else E·(1 − (1 − k/E)^M) + shared. Bytes per expert: the agent's
+                        ``expert_bytes`` metric when present (weights *and scales* as stored: int4 g=32
+                        0.5 + 2/32 B per weight, fp8 row-wise 1 + 4/K), else 3·H·I · bytes per weight of
+                        the dtype (``roofline.BYTES_PER_WEIGHT``; moe-sweep's ``int4`` is int4-g32)
 activation_b.. B        ``roofline.activation_bytes``: input + output + intermediate, a lower bound
 gbps           GB/s     weight_bytes / time — weights ONLY, the figure quoted as "TB/s of distinct-expert
                         weight bytes" (REFERENCE: 3.27 TB/s on H200 at the plateau). Activations are reported
@@ -41,6 +44,8 @@ from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.protocol import Metric
 
 _MOE_KEYS = ("M", "E", "H", "I", "k", "shared", "dtype")
+# moe-sweep's dtype names -> roofline's weight formats, where they differ (its int4 has a scale per 32)
+_WEIGHT_FORMAT = {"int4": "int4-g32"}
 
 
 def _scaled(src: Metric, unit: str, f: Callable[[float], float], *, inverse: bool) -> Metric:
@@ -85,7 +90,8 @@ def _moe(
     time = metrics.get("time_ms")
     if any(v is None for v in ints.values()) or not isinstance(dtype, str) or time is None:
         return metrics
-    if time.value <= 0 or dtype not in roofline.BYTES_PER_WEIGHT:
+    fmt = _WEIGHT_FORMAT.get(dtype, dtype)
+    if time.value <= 0 or fmt not in roofline.BYTES_PER_WEIGHT:
         return metrics
     M, E, H, I, k, shared = (int(ints[n] or 0) for n in ("M", "E", "H", "I", "k", "shared"))  # noqa: E741
     if M < 1 or E < 1 or not 0 <= k <= E:
@@ -95,7 +101,11 @@ def _moe(
         experts = measured.value  # already counts the shared experts
     else:
         experts = roofline.expected_distinct_experts(M, E, k) + shared
-    wbytes = roofline.weight_bytes(experts, H, I, dtype)
+    per_expert = metrics.get("expert_bytes")
+    if per_expert is not None and per_expert.value > 0:
+        wbytes = experts * per_expert.value
+    else:
+        wbytes = roofline.weight_bytes(experts, H, I, fmt)
     abytes = roofline.activation_bytes(M, H, I, k, shared, dtype)
     nflops = roofline.flops(M, k, shared, H, I)
     out = dict(metrics)

@@ -34,6 +34,9 @@ class GpuSpec:
         mem_bw_gbps: datasheet memory bandwidth, GB/s (1e9 B/s).
         bf16_dense_tflops / fp8_dense_tflops: dense tensor-core throughput, TFLOP/s; ``None`` if not
         published. l2_mb: L2 cache, MB; ``None`` if not published.
+        int8_dense_tops / fp4_dense_tflops: dense INT8 tensor TOPS and dense FP4 tensor TFLOP/s (datasheets
+        print both "with sparsity": halved here); ``None`` where the datasheet gives none (Hopper has no FP4).
+        peaks_source: where the INT8/FP8/FP4 figures come from.
         interconnect: GPU-to-GPU link.
         source: datasheet title and URL the figures come from.
         confidence: ``high`` | ``medium`` | ``low`` | ``inventory``.
@@ -50,7 +53,32 @@ class GpuSpec:
     interconnect: str
     source: str
     confidence: str
+    int8_dense_tops: float | None = None
+    fp4_dense_tflops: float | None = None
+    peaks_source: str = ""
 
+    def dense_peak_tflops(self, dtype: str) -> float | None:
+        """The dense tensor peak a MoE GEMM of weight format ``dtype`` runs at, TFLOP/s (TOPS for int8).
+
+        bf16/fp16 -> ``bf16_dense_tflops``; fp8 -> ``fp8_dense_tflops``; int8 -> ``int8_dense_tops``;
+        int4 W4A16 (``int4``, ``int4-g128``): the weights are widened to bf16 and multiplied on the bf16 tensor
+        cores -> ``bf16_dense_tflops``; fp4 formats (``mxfp4``, ``nvfp4``) -> ``fp4_dense_tflops``; fp32 and
+        unknown names -> None.
+        """
+        if dtype in ("bf16", "fp16", "int4", "int4-g32", "int4-g128"):
+            return self.bf16_dense_tflops
+        if dtype == "fp8":
+            return self.fp8_dense_tflops
+        if dtype == "int8":
+            return self.int8_dense_tops
+        if dtype in ("fp4", "mxfp4", "nvfp4"):
+            return self.fp4_dense_tflops
+        return None
+
+
+_HOPPER_PEAKS = (
+    "datasheet: FP8 3,958 TFLOPS and INT8 3,958 TOPS with sparsity (dense half: 1,979); no FP4 on Hopper"
+)
 
 CATALOG: tuple[GpuSpec, ...] = (
     GpuSpec(
@@ -65,6 +93,8 @@ CATALOG: tuple[GpuSpec, ...] = (
         interconnect="NVLink 4, 900 GB/s",
         source="NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/",
         confidence="high",
+        int8_dense_tops=1979,
+        peaks_source=_HOPPER_PEAKS + " (NVIDIA H100 datasheet)",
     ),
     GpuSpec(
         key="h200",
@@ -78,6 +108,8 @@ CATALOG: tuple[GpuSpec, ...] = (
         interconnect="NVLink 4, 900 GB/s",
         source="NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/",
         confidence="high",
+        int8_dense_tops=1979,
+        peaks_source=_HOPPER_PEAKS + " (NVIDIA H200 datasheet)",
     ),
     GpuSpec(
         key="b200",
@@ -91,6 +123,12 @@ CATALOG: tuple[GpuSpec, ...] = (
         interconnect="NVLink 5, 1.8 TB/s",
         source="NVIDIA HGX B200 datasheet (per GPU), https://www.nvidia.com/en-us/data-center/hgx/",
         confidence="high",
+        int8_dense_tops=4500,
+        fp4_dense_tflops=9000,
+        peaks_source=(
+            "HGX B200 datasheet, 8 GPUs with sparsity: FP4 144 PFLOPS, FP8/FP6 72 PFLOPS, INT8 72 POPS; "
+            "per GPU and dense: /8 /2"
+        ),
     ),
     GpuSpec(
         key="b300",
@@ -104,6 +142,12 @@ CATALOG: tuple[GpuSpec, ...] = (
         interconnect="NVLink 5, 1.8 TB/s",
         source="NVIDIA HGX B300 datasheet (per GPU), https://www.nvidia.com/en-us/data-center/hgx/",
         confidence="medium",
+        int8_dense_tops=None,  # Blackwell Ultra cut INT8 tensor throughput; no per-GPU dense figure checked
+        fp4_dense_tflops=13500,
+        peaks_source=(
+            "HGX B300 datasheet, 8 GPUs: FP4 144 PFLOPS with sparsity / 108 PFLOPS dense (13.5 per GPU), "
+            "FP8/FP6 72 PFLOPS with sparsity (4.5 dense per GPU); INT8 not taken (not checked)"
+        ),
     ),
     GpuSpec(
         key="rtx-pro-6000-ws",
@@ -120,6 +164,11 @@ CATALOG: tuple[GpuSpec, ...] = (
             "https://www.nvidia.com/en-us/products/workstations/professional-desktop-gpus/rtx-pro-6000/"
         ),
         confidence="medium",
+        fp4_dense_tflops=2000,
+        peaks_source=(
+            "RTX PRO 6000 Blackwell datasheet: 4,000 AI TOPS = FP4 with sparsity (dense 2,000); FP8 ~1,008 "
+            "dense as above; INT8 not published"
+        ),
     ),
     GpuSpec(
         key="rtx-pro-6000-maxq",
@@ -152,6 +201,11 @@ CATALOG: tuple[GpuSpec, ...] = (
             "https://www.nvidia.com/en-us/data-center/rtx-pro-6000-blackwell-server-edition/"
         ),
         confidence="low",
+        fp4_dense_tflops=2000,
+        peaks_source=(
+            "RTX PRO 6000 Blackwell Server Edition datasheet: 4 PFLOPS FP4 with sparsity (dense 2,000); FP8 "
+            "~1,008 dense as above; INT8 not published"
+        ),
     ),
 )
 

@@ -1,6 +1,6 @@
 """The built-in suites: ``moe-sweep`` (bench ``moe_gemm``), ``hbm-bandwidth`` (bench ``hbm``), ``noop`` (bench
 ``sleep``), ``decode`` (bench ``decode``, defined in ``builtin_decode.py``), ``allreduce`` and ``moe-sweep-ep``
-(in ``builtin_multigpu.py``) — pure definitions,
+(in ``builtin_multigpu.py``), ``overheads`` (``builtin_overheads.py``) — pure definitions,
 registered by ``registry.builtin_registry()``."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from collections.abc import Mapping
 
 from orchestrator.suites.builtin_decode import DECODE
 from orchestrator.suites.builtin_multigpu import ALLREDUCE, moe_sweep_ep
+from orchestrator.suites.builtin_overheads import OVERHEADS
 from orchestrator.suites.registry import Param, ParamValue, Preset, SuiteDef, run_params
 
 POWERS_OF_TWO_TO_4096 = [2**i for i in range(13)]  # 1, 2, 4, ..., 4096
@@ -17,10 +18,7 @@ POWERS_OF_TWO_TO_4096 = [2**i for i in range(13)]  # 1, 2, 4, ..., 4096
 def _k_le_e(v: Mapping[str, ParamValue]) -> str | None:
     k, e = v["k"], v["E"]
     if isinstance(k, int) and isinstance(e, int) and k > e:
-        return (
-            f"k={k} is larger than E={e}: each token picks k of the E routed experts "
-            "(--set k=8 or --set E=384)"
-        )
+        return f"k={k} is larger than E={e}: each token picks k of the E routed experts (--set k=8 or --set E=384)"
     return None
 
 
@@ -46,13 +44,21 @@ MOE_SWEEP = SuiteDef(
         Param("I", "int", 2048, "expert intermediate size, elements", min=1),
         Param("k", "int", 8, "routed experts per token (top-k)", min=1),
         Param("shared", "int", 1, "shared experts every token also goes through", min=0),
-        Param("dtype", "str", "bf16", "weight and activation dtype", ("bf16", "fp16", "fp32")),
+        Param(
+            "dtype",
+            "str",
+            "bf16",
+            "weight format: bf16/fp16/fp32 (activations the same), fp8 (e4m3 weights and activations, row-wise "
+            "scales), int4 (W4A16, bf16 scales per 32 inputs, as Kimi-K2's INT4), int4-g128 (per 128)",
+            ("bf16", "fp16", "fp32", "fp8", "int4", "int4-g128"),
+        ),
         Param(
             "impl",
             "str",
             "auto",
-            "GEMM implementation: grouped_mm (torch._grouped_mm), per-expert loop, "
-            "or auto (grouped_mm where supported)",
+            "GEMM implementation: grouped_mm (one launch per GEMM for all experts: torch._grouped_mm for "
+            "bf16, torch._scaled_grouped_mm for fp8, a Triton W4A16 kernel for int4), per-expert loop, "
+            "or auto (grouped where supported)",
             ("auto", "grouped_mm", "loop"),
         ),
         *run_params(repeat=20, warmup=5),
@@ -129,4 +135,12 @@ NOOP = SuiteDef(
 
 MOE_SWEEP_EP = moe_sweep_ep(MOE_SWEEP)
 
-BUILTIN_SUITES: tuple[SuiteDef, ...] = (MOE_SWEEP, HBM_BANDWIDTH, NOOP, DECODE, ALLREDUCE, MOE_SWEEP_EP)
+BUILTIN_SUITES: tuple[SuiteDef, ...] = (
+    MOE_SWEEP,
+    HBM_BANDWIDTH,
+    NOOP,
+    DECODE,
+    ALLREDUCE,
+    MOE_SWEEP_EP,
+    OVERHEADS,
+)

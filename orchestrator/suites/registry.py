@@ -96,8 +96,7 @@ class Param:
             accepted += " " + " and ".join(bounds)
         return SuiteError(
             f"{suite}: {self.name} {what}",
-            f"{self.name} ({self.help}) takes {accepted}; "
-            f"for example --set {self.name}={self.example_text()}",
+            f"{self.name} ({self.help}) takes {accepted}; for example --set {self.name}={self.example_text()}",
         )
 
     def _parse_int(self, suite: str, raw: str) -> int:
@@ -230,9 +229,7 @@ class SuiteDef:
             raise SuiteError(f"suite {self.name}: parameter(s) {', '.join(dup)} defined twice")
         for rp in RUN_PARAMS:
             if rp not in names or self.param(rp).scope != "run":
-                raise SuiteError(
-                    f"suite {self.name}: needs run parameter {rp!r}", "add registry.run_params()"
-                )
+                raise SuiteError(f"suite {self.name}: needs run parameter {rp!r}", "add registry.run_params()")
         for p in self.params:
             p.check(p.default, self.name)
         if self.sweep is not None and (self.sweep not in names or self.param(self.sweep).type != "int-list"):
@@ -281,9 +278,7 @@ class SuiteDef:
             "bench": self.bench,
             "sweep": self.sweep,
             "params": [p.describe() for p in self.params],
-            "presets": [
-                {"name": p.name, "description": p.description, "values": dict(p.values)} for p in self.presets
-            ],
+            "presets": [{"name": p.name, "description": p.description, "values": dict(p.values)} for p in self.presets],
             "default_preset": {"cuda": self.default_preset_cuda, "cpu": self.default_preset_cpu},
             **(self.command.describe() if self.command is not None else {"source": "built-in"}),
         }
@@ -381,16 +376,12 @@ def resolve(
         values[key] = sd.param(key).parse(raw, sd.name)
     if repeat is not None:
         if "repeat" in sets:
-            raise SuiteError(
-                f"{sd.name}: repeat given twice (--repeat and --set repeat)", "give only one of them"
-            )
+            raise SuiteError(f"{sd.name}: repeat given twice (--repeat and --set repeat)", "give only one of them")
         values["repeat"] = sd.param("repeat").check(repeat, sd.name)
     for check in sd.checks:
         problem = check(values)
         if problem:
-            raise SuiteError(
-                f"{sd.name}: {problem}", f"accepted keys: {', '.join(p.name for p in sd.params)}"
-            )
+            raise SuiteError(f"{sd.name}: {problem}", f"accepted keys: {', '.join(p.name for p in sd.params)}")
     device = str(values["device"])
     if device == "auto":
         device = "cuda" if cuda else "cpu"

@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-BENCHES = ("moe_gemm", "hbm", "sleep", "allreduce", "decode", "command")
+BENCHES = ("moe_gemm", "hbm", "sleep", "allreduce", "decode", "command", "overheads")
 
 
 class Context:

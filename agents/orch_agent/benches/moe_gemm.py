@@ -1,8 +1,9 @@
 """MoE expert layer: routed top-k experts plus shared experts, SiLU-gated MLP, timed per batch size M.
 
 Case params: ``M`` tokens, ``E`` routed experts, ``H`` hidden size, ``I`` expert intermediate size, ``k``
-experts per token, ``shared`` experts every token also goes through (default 0), ``dtype`` ``bf16|fp16|fp32``
-(default bf16), ``seed`` routing seed (default the run's), ``impl`` ``auto|grouped_mm|loop`` (default auto),
+experts per token, ``shared`` experts every token also goes through (default 0), ``dtype``
+``bf16|fp16|fp32|fp8|int4|int4-g128`` (default bf16), ``seed`` routing seed (default the run's), ``impl``
+``auto|grouped_mm|loop`` (default auto),
 ``ep`` GPUs to shard the routed experts over (default 1; otherwise ``moe_ep`` runs it: one process per GPU, each
 holding E/ep experts; 0 = every GPU of the host).
 
@@ -23,8 +24,19 @@ each one replay between CUDA events divided by the calls it holds. When the weig
 much larger than L2, the graph holds one call per weight copy, enough copies to exceed 2x L2, so every call
 streams its weights from memory. CPU: the same math, eager, timed with time.perf_counter.
 
-The first case of a run is checked against a plain fp32 reference (per token, loop over its experts) on its
-first tokens; a failed check raises, which the worker reports as an error event.
+Quantized weights (``moe_quant`` describes the formats): ``fp8`` = e4m3 weights with row-wise fp32 scales and
+e4m3 activations quantized per token inside the timed call, run by ``torch._scaled_grouped_mm`` (impl
+``scaled_grouped_mm``); ``int4`` = W4A16 with bf16 scales per 32 inputs (``int4-g128``: per 128), bf16
+activations, run by a grouped Triton kernel that dequantizes in registers (impl ``triton_w4a16_grouped``, one
+launch per GEMM for all experts). Without those kernels (the CPU, or ``impl=loop``) a per-expert loop
+dequantizes each touched expert inside the call (impl ``loop_dequant``: correct numbers, not a deployed
+kernel). The result's ``expert_bytes`` metric is one expert's weight bytes *including the scales*; the
+byte accounting is stated in ``info.byte_accounting``.
+
+The first case of a run is checked against a plain fp32 reference (per token, loop over its experts, weights
+dequantized to fp32 exactly as the kernel sees them, activations unquantized) on its first tokens, against
+``TOLERANCE`` (max abs error / max |reference|); a failed check raises, which the worker reports as an error
+event.
 """
 
 from __future__ import annotations
@@ -34,14 +46,24 @@ import math
 from typing import Any
 
 from ..stats import summarize
+from . import moe_quant as mq
 from ._torch import GiB, check_cuda_room, device_name, import_torch, resolve_device, time_cpu, time_cuda
 
-DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+# Activation dtype of each weight dtype (quantized weights run with bf16 activations).
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32", "fp8": "bfloat16", "int4": "bfloat16",
+          "int4-g128": "bfloat16"}  # fmt: skip
+QUANT_GROUP = {"int4": 32, "int4-g128": 128}
 BYTES_PER_WEIGHT = {"bf16": 2, "fp16": 2, "fp32": 4}
 IMPLS = ("auto", "grouped_mm", "loop")
 # Error of the layer output relative to max |reference|: bf16 keeps 8 mantissa bits (2^-8 ~ 0.4% per rounding,
-# several roundings along the layer), fp16 11 bits; fp32 is exact up to summation order.
-TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3}
+# several roundings along the layer), fp16 11 bits; fp32 is exact up to summation order. The quantized formats
+# are checked against their own dequantized weights, so their error is the bf16 arithmetic (int4) plus, for
+# fp8, the e4m3 activations (3 mantissa bits: up to 2^-4 relative per element, averaging out over K).
+TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3, "fp8": 8e-2, "int4": 3e-2, "int4-g128": 3e-2}
+QUANT_CHUNK = 16  # experts generated and quantized at a time (bounds the fp32 temporaries)
+FMA_MAX_ROWS = 16  # int4: also try the CUDA-core kernel when no expert gets more rows than this
+FMA_BLOCK_M = 4  # its rows per tile (a [BLOCK_M, GROUP, BLOCK_N] fp32 product must fit in registers)
+PICK_CALLS = 5  # eager calls timed per int4 kernel variant when choosing
 CHECK_TOKENS = 8
 HEADROOM_BYTES = 2 * GiB
 STREAM_FACTOR = 4  # "much larger than L2": at least this many times the L2 size per call
@@ -80,6 +102,8 @@ def _params(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if ep and p["E"] % ep:
         raise ValueError(f"moe_gemm: E={p['E']} routed experts do not split evenly over ep={ep} GPUs")
     p["ep"] = ep
+    if ep != 1 and p["dtype"] not in BYTES_PER_WEIGHT:
+        raise ValueError(f"moe_gemm: dtype={p['dtype']} runs on one GPU only (ep=1); expert parallel is bf16/fp16/fp32")
     return p
 
 
@@ -126,10 +150,58 @@ def _grouped_mm_usable(torch: Any, device: str, dtype: Any) -> str | None:
     return None
 
 
-def _weights(
-    torch: Any, ctx: Any, key: tuple, G: int, H: int, inter: int, dtype: Any, device: str, copies: int
-) -> list:
-    """``copies`` weight sets ``(W13 [G, 2I, H], W2 [G, H, I])``, cached in ctx.state for later cases."""
+def _scaled_grouped_mm_usable(torch: Any, device: str) -> str | None:
+    """None when torch._scaled_grouped_mm (fp8 e4m3, row-wise scales) runs here, else the reason."""
+    if not hasattr(torch, "_scaled_grouped_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_grouped_mm"
+    if device != "cuda":
+        return "torch._scaled_grouped_mm runs on CUDA only"
+    cap = torch.cuda.get_device_capability()
+    if cap < (9, 0):
+        return f"torch._scaled_grouped_mm needs sm90+, this GPU is sm{cap[0]}{cap[1]}"
+    try:
+        a, sa = mq.quantize_rows_fp8(torch, torch.randn(32, 64, device=device))
+        b, sb = mq.quantize_fp8(torch, torch.randn(2, 128, 64, device=device))
+        offs = torch.tensor([16, 32], device=device, dtype=torch.int32)
+        torch._scaled_grouped_mm(a, b.transpose(-2, -1), sa, sb, offs=offs, out_dtype=torch.bfloat16)
+        torch.cuda.synchronize()
+    except Exception as exc:
+        return f"torch._scaled_grouped_mm failed here: {type(exc).__name__}: {exc}"
+    return None
+
+
+def expert_bytes(dtype: str, H: int, inter: int) -> tuple[int, str]:
+    """Bytes of one expert's weights (W13 [2I, H] and W2 [H, I]) including scales, and how they were counted."""
+    n = 3 * H * inter
+    if dtype in QUANT_GROUP:
+        g = QUANT_GROUP[dtype]
+        scales = (2 * inter * H + H * inter) // g
+        return n // 2 + 2 * scales, (
+            f"int4: 0.5 B per weight + one bf16 scale per {g} weights = {mq.int4_bytes_per_weight(g)} B/weight; "
+            f"per expert 3·H·I/2 + 2·3·H·I/{g} = {n // 2 + 2 * scales} B"
+        )
+    if dtype == "fp8":
+        scales = 2 * inter + H
+        return n + 4 * scales, (
+            "fp8 e4m3: 1 B per weight + one fp32 scale per output row (2I rows of W13, H rows of W2); "
+            f"per expert 3·H·I + 4·(2I + H) = {n + 4 * scales} B"
+        )
+    bpw = BYTES_PER_WEIGHT[dtype]
+    return n * bpw, f"{dtype}: {bpw} B per weight, no scales; per expert 3·H·I·{bpw} = {n * bpw} B"
+
+
+def _quantize(torch: Any, fmt: str, w: Any) -> tuple[Any, Any]:
+    if fmt == "fp8":
+        return mq.quantize_fp8(torch, w)
+    packed, scale, _ = mq.quantize_int4(torch, w, QUANT_GROUP[fmt])
+    return packed, scale
+
+
+def _weights(torch: Any, ctx: Any, key: tuple, fmt: str, G: int, H: int, inter: int, device: str, copies: int) -> list:
+    """``copies`` weight sets, cached in ctx.state for later cases. A set is a dict: ``w13`` [G, 2I, H] and
+    ``w2`` [G, H, I] (plain dtypes); quantized: ``w13``/``w2`` the packed or e4m3 weights and ``w13_s``/``w2_s``
+    their scales. Weights are iid normal / sqrt(fan-in), generated (and quantized) QUANT_CHUNK experts at a
+    time from one seeded generator."""
     cache = ctx.state.get("moe_weights")
     if cache is not None and cache["key"] != key:
         ctx.state.pop("moe_weights")
@@ -140,28 +212,123 @@ def _weights(
         cache = None
     if cache is None:
         gen = torch.Generator(device=device).manual_seed(key[-1])
-        w13 = torch.randn(G, 2 * inter, H, device=device, dtype=dtype, generator=gen).mul_(1.0 / math.sqrt(H))
-        w2 = torch.randn(G, H, inter, device=device, dtype=dtype, generator=gen).mul_(1.0 / math.sqrt(inter))
-        cache = {"key": key, "sets": [(w13, w2)]}
+        if fmt in ("bf16", "fp16", "fp32"):
+            dtype = getattr(torch, DTYPES[fmt])
+            w13 = torch.randn(G, 2 * inter, H, device=device, dtype=dtype, generator=gen).mul_(1.0 / math.sqrt(H))
+            w2 = torch.randn(G, H, inter, device=device, dtype=dtype, generator=gen).mul_(1.0 / math.sqrt(inter))
+            first = {"w13": w13, "w2": w2}
+        else:
+            parts: dict[str, list] = {"w13": [], "w13_s": [], "w2": [], "w2_s": []}
+            for g0 in range(0, G, QUANT_CHUNK):
+                n = min(QUANT_CHUNK, G - g0)
+                for name, shape, fan_in in (("w13", (n, 2 * inter, H), H), ("w2", (n, H, inter), inter)):
+                    w = torch.randn(*shape, device=device, dtype=torch.bfloat16, generator=gen)
+                    q, sc = _quantize(torch, fmt, w.mul_(1.0 / math.sqrt(fan_in)))
+                    parts[name].append(q)
+                    parts[name + "_s"].append(sc)
+                    del w
+            first = {name: torch.cat(v) for name, v in parts.items()}
+            del parts
+        cache = {"key": key, "sets": [first]}
         ctx.state["moe_weights"] = cache
     sets: list = cache["sets"]
     while len(sets) < copies:
-        sets.append((sets[0][0].clone(), sets[0][1].clone()))
+        sets.append({name: t.clone() for name, t in sets[0].items()})
     return sets[:copies]
 
 
-def _reference(torch: Any, x: Any, sets: list, routing: dict[str, Any], inter: int, n_tokens: int) -> Any:
+def dequantized_expert(torch: Any, fmt: str, wset: dict[str, Any], g: int) -> tuple[Any, Any]:
+    """Expert g's (W13 [2I, H], W2 [H, I]) in fp32, exactly the values the kernels multiply by."""
+    if fmt in QUANT_GROUP:
+        gs = QUANT_GROUP[fmt]
+        return (
+            mq.dequantize_int4(torch, wset["w13"][g], wset["w13_s"][g], gs),
+            mq.dequantize_int4(torch, wset["w2"][g], wset["w2_s"][g], gs),
+        )
+    if fmt == "fp8":
+        return (
+            mq.dequantize_fp8(torch, wset["w13"][g], wset["w13_s"][g]),
+            mq.dequantize_fp8(torch, wset["w2"][g], wset["w2_s"][g]),
+        )
+    return wset["w13"][g].float(), wset["w2"][g].float()
+
+
+def _reference(
+    torch: Any, fmt: str, x: Any, wset: dict[str, Any], routing: dict[str, Any], inter: int, n_tokens: int
+) -> Any:
     """fp32 reference output for the first ``n_tokens`` tokens: a plain loop over each token's experts."""
-    w13, w2 = sets[0]
     ref = torch.zeros(n_tokens, x.shape[1], dtype=torch.float32, device=x.device)
     experts, weights = routing["experts"].tolist(), routing["weights"].tolist()
+    deq: dict[int, tuple[Any, Any]] = {}
     for t in range(n_tokens):
         xt = x[t].float()
         for e, w in zip(experts[t], weights[t]):  # noqa: B905 - no strict= on 3.8
-            h = w13[e].float() @ xt
+            if e not in deq:
+                deq[e] = dequantized_expert(torch, fmt, wset, e)
+            w13, w2 = deq[e]
+            h = w13 @ xt
             a = torch.nn.functional.silu(h[:inter]) * h[inter:]
-            ref[t] += w * (w2[e].float() @ a)
+            ref[t] += w * (w2 @ a)
     return ref
+
+
+QUANT_INFO = {
+    "fp8": "fp8 e4m3 weights, one fp32 scale per output row (row-wise); activations e4m3 with one fp32 scale per "
+    "token, quantized inside the timed call (amax/448); output bf16",
+    "int4": "int4 W4A16: signed 4-bit weights, symmetric bf16 scales per {g} inputs (group {g}), half-split "
+    "nibble packing (moe_quant); activations and output bf16, fp32 accumulation",
+}
+
+
+def _choose_impl(torch: Any, fmt: str, want: str, device: str) -> tuple[str, str | None]:
+    """(impl that runs, note or None). Raises RuntimeError when ``grouped_mm`` is asked for but unusable."""
+    if fmt == "fp8":
+        grouped, reason = "scaled_grouped_mm", _scaled_grouped_mm_usable(torch, device)
+        fallback = "loop_dequant"
+    elif fmt in QUANT_GROUP:
+        grouped, reason = "triton_w4a16_grouped", mq.triton_usable(torch, device)
+        fallback = "loop_dequant"
+    else:
+        grouped, reason = "grouped_mm", _grouped_mm_usable(torch, device, getattr(torch, DTYPES[fmt]))
+        fallback = "loop"
+    if want == "loop":
+        return fallback, None
+    if reason is None:
+        return grouped, None
+    if want == "grouped_mm":
+        raise RuntimeError(f"moe_gemm: impl=grouped_mm requested but unusable: {reason}")
+    return fallback, f"per-expert loop because {reason}"
+
+
+def _pick_variant(torch: Any, variants: list, chosen: dict[str, Any], call: Any) -> dict[tuple, float]:
+    """Time each (variant, BLOCK_M) of the int4 kernel eagerly (after two untimed calls that also autotune
+    it), keep the fastest in ``chosen``; returns ms per call of each."""
+    times: dict[tuple, float] = {}
+    errors = []
+    for v, bm in variants:
+        chosen.update(variant=v, block_m=bm)
+        try:
+            call()
+            call()
+        except Exception as exc:  # a variant that does not compile here is dropped, the error kept in info
+            errors.append(f"{v}: {type(exc).__name__}: {str(exc)[:300]}")
+            times[(v, bm)] = float("inf")
+            continue
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(PICK_CALLS):
+            call()
+        end.record()
+        torch.cuda.synchronize()
+        times[(v, bm)] = start.elapsed_time(end) / PICK_CALLS
+    best = min(times, key=lambda vb: times[vb])
+    if times[best] == float("inf"):
+        raise RuntimeError("moe_gemm: no int4 kernel variant ran: " + "; ".join(errors))
+    chosen.update(variant=best[0], block_m=best[1])
+    if errors:
+        chosen["errors"] = errors
+    return times
 
 
 def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -175,33 +342,45 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     M, E, H, inter, k, S = p["M"], p["E"], p["H"], p["I"], p["k"], p["shared"]
     G, kk = E + S, k + S
     T = M * kk
+    fmt = p["dtype"]
+    group = QUANT_GROUP.get(fmt)
+    if group is not None and ((H // 2) % group or (inter // 2) % group or H % 2 or inter % 2):
+        raise ValueError(
+            f"moe_gemm: dtype={fmt} packs two int4 per byte in halves: H/2 and I/2 must be multiples of the group "
+            f"{group}, got H={H}, I={inter} (e.g. H=256, I=128 with int4, multiples of 256 with int4-g128)"
+        )
+    if fmt == "fp8" and (H % 16 or inter % 16):
+        raise ValueError(f"moe_gemm: dtype=fp8 needs H and I multiples of 16, got H={H}, I={inter}")
     device = resolve_device(torch, ctx.device)
-    dtype = getattr(torch, DTYPES[p["dtype"]])
-    bpw = BYTES_PER_WEIGHT[p["dtype"]]
+    dtype = getattr(torch, DTYPES[fmt])  # activations
+    ebytes, accounting = expert_bytes(fmt, H, inter)
     info: dict[str, Any] = {
         "device": device,
         "device_name": device_name(torch, device),
-        "dtype": p["dtype"],
+        "dtype": fmt,
         "torch": str(torch.__version__),
         "routing_in_timed_region": False,
         "routing": f"uniform random top-{k} of {E} (iid normal logits, softmax over the top-k), "
         f"seed {p['seed']}; {S} shared expert(s) with weight 1",
+        "byte_accounting": accounting,
+        "bytes_per_weight": ebytes / (3 * H * inter),
     }
+    if fmt == "fp8":
+        info["quant"] = QUANT_INFO["fp8"]
+    elif group is not None:
+        info["quant"] = QUANT_INFO["int4"].format(g=group)
+        info["group"] = group
 
-    # Implementation.
-    reason = _grouped_mm_usable(torch, device, dtype) if p["impl"] != "loop" else "impl=loop requested"
-    if p["impl"] == "grouped_mm" and reason is not None:
-        raise RuntimeError(f"moe_gemm: impl=grouped_mm requested but unusable: {reason}")
-    grouped = reason is None
-    info["impl"] = "grouped_mm" if grouped else "loop"
-    if not grouped and p["impl"] == "auto":
-        info["impl_note"] = f"per-expert loop because {reason}"
+    impl, note = _choose_impl(torch, fmt, p["impl"], device)
+    info["impl"] = impl
+    if note:
+        info["impl_note"] = note
 
     routing = route(torch, M, E, k, S, p["seed"])
     distinct = routing["distinct"]
-    expert_bytes = 3 * H * inter * bpw
-    total_weight_bytes = G * expert_bytes
-    call_bytes = distinct * expert_bytes
+    total_weight_bytes = G * ebytes
+    call_bytes = distinct * ebytes
+    act_bpe = 4 if fmt == "fp32" else 2
 
     # L2: stream weights from memory on every call.
     copies = 1
@@ -222,27 +401,26 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
                 f"weights {call_bytes / 1e9:.2f} GB touched per call (of {total_weight_bytes / 1e9:.2f} GB "
                 f"resident) >> {l2_text}: every call streams from memory"
             )
-        act_bytes = 2 * T * (2 * H + 3 * inter) * bpw + 4 * M * H * bpw + 64 * T
+        act_bytes = 2 * T * (2 * H + 3 * inter) * act_bpe + 4 * M * H * act_bpe + 64 * T
         cached = ctx.state.get("moe_weights")
-        wkey = (G, H, inter, p["dtype"], device, ctx.seed)
+        wkey = (G, H, inter, fmt, device, ctx.seed)
         have = len(cached["sets"]) if cached is not None and cached["key"] == wkey else 0
         if have == 0 and cached is not None:
             ctx.state.pop("moe_weights")
             del cached
             gc.collect()
             torch.cuda.empty_cache()
-        need = max(0, copies - have) * total_weight_bytes + act_bytes + HEADROOM_BYTES
+        quant_tmp = 0 if group is None and fmt != "fp8" else 6 * QUANT_CHUNK * 2 * inter * H * 4
+        need = max(0, copies - have) * total_weight_bytes + act_bytes + HEADROOM_BYTES + quant_tmp
         check_cuda_room(
             torch,
             need,
-            f"moe_gemm E={E}+{S} H={H} I={inter} {p['dtype']}: {max(0, copies - have)} new weight set(s) of "
+            f"moe_gemm E={E}+{S} H={H} I={inter} {fmt}: {max(0, copies - have)} new weight set(s) of "
             f"{total_weight_bytes / 1e9:.2f} GB + activations {act_bytes / 1e9:.2f} GB + headroom",
         )
     else:
         info["l2"] = "cpu: caches not controlled"
-    sets = _weights(
-        torch, ctx, (G, H, inter, p["dtype"], device, ctx.seed), G, H, inter, dtype, device, copies
-    )
+    sets = _weights(torch, ctx, (G, H, inter, fmt, device, ctx.seed), fmt, G, H, inter, device, copies)
     info["weight_copies"] = copies
     info["weight_bytes_per_call"] = call_bytes
     info["weight_bytes_resident"] = total_weight_bytes * copies
@@ -255,31 +433,89 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     offs = torch.cumsum(routing["counts"], 0).to(device=device, dtype=torch.int32)
     inv = torch.argsort(order).to(device)  # sorted position of pair (t, j) = t*kk + j
     comb = routing["weights"].to(device=device, dtype=dtype).unsqueeze(1)  # [M, 1, kk]
+    counts = routing["counts"].tolist()
     segments = []
     start = 0
-    for g, c in enumerate(routing["counts"].tolist()):
+    for g, c in enumerate(counts):
         if c:
             segments.append((g, start, start + c))
         start += c
     out = torch.empty(M, H, device=device, dtype=dtype)
+    if impl == "triton_w4a16_grouped":
+        h_buf = torch.empty(T, 2 * inter, device=device, dtype=dtype)
+        y_buf = torch.empty(T, H, device=device, dtype=dtype)
+        max_rows = max(counts)
+        # (variant, BLOCK_M): tensor cores always; CUDA-core FMAs too when every expert has few rows (decode)
+        variants = [("dot", mq.block_m_for(max_rows))]
+        if max_rows <= FMA_MAX_ROWS:
+            variants.insert(0, ("fma", min(FMA_BLOCK_M, 1 << (max_rows - 1).bit_length())))
+        tile_maps = {v: mq.tile_map(torch, counts, bm, device) for v, bm in variants}
+        # CUDA: autotuned; Triton's CPU interpreter (TRITON_INTERPRET=1, tests): fixed blocks, fp32 dots
+        kern: dict[str, Any] = (
+            {"tuned": True} if device == "cuda" else {"tuned": False, "dot_f32": True, "block_k": group}
+        )
+        chosen: dict[str, Any] = {"variant": variants[0][0], "block_m": variants[0][1]}
 
-    def layer(w13: Any, w2: Any) -> None:
+    def w4(a_in: Any, w: Any, ws: Any, buf: Any) -> Any:
+        v, bm = chosen["variant"], chosen["block_m"]
+        return mq.w4a16_grouped_mm(torch, a_in, w, ws, group, tile_maps[v], bm, buf, variant=v, **kern)
+
+    def mm_loop_dequant(xs: Any, w: Any, ws: Any, g: int) -> Any:
+        if group is not None:
+            wd = mq.dequantize_int4(torch, w[g], ws[g], group).to(dtype)
+            return xs @ wd.t()
+        xq, xsc = mq.quantize_rows_fp8(torch, xs)
+        return ((xq.float() * xsc.unsqueeze(1)) @ mq.dequantize_fp8(torch, w[g], ws[g]).t()).to(dtype)
+
+    def layer(ws: dict[str, Any]) -> None:
+        w13, w2 = ws["w13"], ws["w2"]
         xs = x.index_select(0, tok_idx)  # [T, H], rows sorted by expert
-        if grouped:
+        if impl == "grouped_mm":
             h = torch._grouped_mm(xs, w13.transpose(-2, -1), offs=offs)  # [T, 2I]
             a = F.silu(h[:, :inter]) * h[:, inter:]
             y = torch._grouped_mm(a, w2.transpose(-2, -1), offs=offs)  # [T, H]
+        elif impl == "scaled_grouped_mm":
+            xq, xsc = mq.quantize_rows_fp8(torch, xs)
+            h = torch._scaled_grouped_mm(
+                xq, w13.transpose(-2, -1), xsc, ws["w13_s"], offs=offs, out_dtype=torch.bfloat16
+            )
+            a = F.silu(h[:, :inter]) * h[:, inter:]
+            aq, asc = mq.quantize_rows_fp8(torch, a)
+            y = torch._scaled_grouped_mm(aq, w2.transpose(-2, -1), asc, ws["w2_s"], offs=offs, out_dtype=torch.bfloat16)
+        elif impl == "triton_w4a16_grouped":
+            h = w4(xs, w13, ws["w13_s"], h_buf)
+            a = F.silu(h[:, :inter]) * h[:, inter:]
+            y = w4(a, w2, ws["w2_s"], y_buf)
         else:
             y = torch.empty(T, H, device=device, dtype=dtype)
             for g, s, e in segments:
-                h = xs[s:e] @ w13[g].t()
-                y[s:e] = (F.silu(h[:, :inter]) * h[:, inter:]) @ w2[g].t()
+                if impl == "loop":
+                    h = xs[s:e] @ w13[g].t()
+                    y[s:e] = (F.silu(h[:, :inter]) * h[:, inter:]) @ w2[g].t()
+                else:
+                    h = mm_loop_dequant(xs[s:e], w13, ws["w13_s"], g)
+                    a = F.silu(h[:, :inter]) * h[:, inter:]
+                    y[s:e] = mm_loop_dequant(a, w2, ws["w2_s"], g)
         yo = y.index_select(0, inv).view(M, kk, H)  # back to token order
         out.copy_(torch.bmm(comb, yo).squeeze(1))
 
     def call_all() -> None:
-        for w13, w2 in sets:
-            layer(w13, w2)
+        for ws in sets:
+            layer(ws)
+
+    if impl == "triton_w4a16_grouped" and device == "cuda" and len(variants) > 1:
+        picked = _pick_variant(torch, variants, chosen, call_all)
+        info["kernel_choice"] = {f"{v} BLOCK_M={bm}": round(ms, 5) for (v, bm), ms in picked.items()}
+        if chosen.get("errors"):
+            info["kernel_errors"] = chosen["errors"]
+    if impl == "triton_w4a16_grouped":
+        info["kernel"] = (
+            f"Triton W4A16 grouped GEMM (moe_quant), variant {chosen['variant']} "
+            f"({'tensor-core tl.dot' if chosen['variant'] == 'dot' else 'CUDA-core FMA'}), "
+            f"BLOCK_M={chosen['block_m']}, {tile_maps[chosen['variant']][3]} row tiles per GEMM (tile map built "
+            "with the routing, outside the timed region)"
+            + (", BLOCK_N/BLOCK_K/warps/stages autotuned" if device == "cuda" else ", Triton CPU interpreter")
+        )
 
     if device == "cuda":
         side = torch.cuda.Stream()
@@ -307,6 +543,8 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
             )
         step()
         torch.cuda.synchronize()
+        if impl == "triton_w4a16_grouped" and device == "cuda":
+            info["autotuned"] = mq.tuned_config(chosen["variant"], chosen["block_m"])
     else:
         step = call_all
         info["timing"] = f"time.perf_counter around each eager call; {ctx.warmup} warm-up calls"
@@ -314,7 +552,7 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
 
     if not ctx.state.get("moe_checked"):
         n = min(M, CHECK_TOKENS)
-        ref = _reference(torch, x, sets, routing, inter, n)
+        ref = _reference(torch, fmt, x, sets[0], routing, inter, n)
         err = (out[:n].float() - ref).abs().max().item()
         scale = max(ref.abs().max().item(), 1e-30)
         check = {
@@ -322,14 +560,20 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
             "max_abs_err": err,
             "max_rel_err": err / scale,
             "rel_to": "max |reference|",
-            "tolerance": TOLERANCE[p["dtype"]],
-            "ok": err / scale <= TOLERANCE[p["dtype"]],
+            "reference": "fp32 per-token loop over its experts"
+            + (
+                ""
+                if fmt in BYTES_PER_WEIGHT
+                else ", weights dequantized to fp32 as the kernel sees them, activations unquantized"
+            ),
+            "tolerance": TOLERANCE[fmt],
+            "ok": err / scale <= TOLERANCE[fmt],
         }
         info["check"] = check
         ctx.state["moe_checked"] = True
         if not check["ok"]:
             raise RuntimeError(
-                f"moe_gemm numerical check failed ({info['impl']}, {p['dtype']}): max_abs_err {err:.3g}, "
+                f"moe_gemm numerical check failed ({info['impl']}, {fmt}): max_abs_err {err:.3g}, "
                 f"max_rel_err {check['max_rel_err']:.3g} > tolerance {check['tolerance']:g}"
             )
 
@@ -343,6 +587,7 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
         "metrics": {
             "time_ms": summarize(samples, "ms"),
             "distinct_experts": {"value": distinct, "unit": "experts"},
+            "expert_bytes": {"value": ebytes, "unit": "B"},
         },
         "info": info,
     }
