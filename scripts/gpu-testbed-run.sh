@@ -10,7 +10,8 @@
 # moe-sweep-ep (experts sharded over all GPUs) and moe-sweep on one GPU for the per-GPU comparison.
 # `scripts/gpu-testbed-run.sh quant` (issue 13): hbm-bandwidth, moe-sweep kimi-k2 in bf16, fp8 and int4, the
 # overheads suite, bench/quant_kernels.py (the int4 kernel in a plain script next to orch's int4 run, plus a
-# torch.profiler kernel table at M=1); everything in $OUT/h200-quant.tar.gz.
+# torch.profiler kernel table at M=1); everything in $OUT/h200-quant.tar.gz. QUANT_DTYPES (default "bf16 fp8
+# int4"), SKIP_OVERHEADS=1 and SKIP_BENCH=1 narrow it (on 2x H200: QUANT_DTYPES= SKIP_BENCH=1 for the all-reduce rows).
 set -uo pipefail
 mode=${1:-main}
 out=${OUT:-/tmp/orch-gpu-out}; mkdir -p "$out"
@@ -57,22 +58,26 @@ if [ "$mode" = multigpu ]; then
   exit 0
 fi
 if [ "$mode" = quant ]; then
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
   run hosts trust h200-0 --fingerprint "$fp"
   sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
   $ORCH doctor --hosts h200 --json > "$work/doctor.json" 2>>"$log"
   step() { say "orch $*"; timeout "${STEP_TIMEOUT:-240}" $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
   step run hbm-bandwidth --hosts h200 --label "copy roof"
-  for dt in bf16 fp8 int4; do
+  for dt in ${QUANT_DTYPES-bf16 fp8 int4}; do
     step run moe-sweep --hosts h200 --preset kimi-k2 --set dtype=$dt --label "kimi-k2 $dt H200" ${MOE_ARGS:-}
   done
-  step run overheads --hosts h200 --label "overheads H200" ${OVH_ARGS:-}
+  [ -n "${SKIP_OVERHEADS:-}" ] || step run overheads --hosts h200 --label "overheads H200" ${OVH_ARGS:-}
   $ORCH runs list --json > "$work/runs.json" 2>>"$log"
   for rid in $($PY -c 'import json,sys; print(" ".join(r["id"] for r in json.load(open(sys.argv[1]))["items"]))' "$work/runs.json"); do
     $ORCH runs show "$rid" --json > "$work/run-$rid.json" 2>>"$log"
   done
+  if [ -z "${SKIP_BENCH:-}" ]; then
   int4=$($PY -c 'import json,sys; print([r["id"] for r in json.load(open(sys.argv[1]))["items"] if (r.get("label") or "").startswith("kimi-k2 int4")][0])' "$work/runs.json")
   say "python bench/quant_kernels.py --orch-run run-$int4.json --profile 1"
   timeout 200 $PY bench/quant_kernels.py --orch-run "$work/run-$int4.json" --profile 1 2>&1 | tee -a "$log" "$work/quant-kernels.txt"
+  fi
+  nvidia-smi topo -m > "$work/nvidia-smi-topo.txt" 2>&1
   nvidia-smi > "$work/nvidia-smi.txt" 2>&1
   mkdir -p "$work/spool" && cp -r ~/.orch/runs/* "$work/spool/" 2>/dev/null
   tar czf "$out/h200-quant.tar.gz" -C "$work" .

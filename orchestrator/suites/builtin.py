@@ -48,8 +48,7 @@ MOE_SWEEP = SuiteDef(
             "dtype",
             "str",
             "bf16",
-            "weight format: bf16/fp16/fp32 (activations the same), fp8 (e4m3 weights and activations, row-wise "
-            "scales), int4 (W4A16, bf16 scales per 32 inputs, as Kimi-K2's INT4), int4-g128 (per 128)",
+            "weight format: bf16/fp16/fp32, fp8 (e4m3, row-wise scales), int4 (W4A16, group 32), int4-g128",
             ("bf16", "fp16", "fp32", "fp8", "int4", "int4-g128"),
         ),
         Param(

@@ -36,9 +36,9 @@ def test_moe_gemm_cpu_checks_numerics_and_counts_experts() -> None:
     t = parse_metric("time_ms", metrics["time_ms"])
     assert t.unit == "ms" and t.n == 3 and t.samples is not None and len(t.samples) == 3
     # the check runs once per run; weights are reused by the next case of the same shape
-    weights = c.state["moe_weights"]["sets"][0][0]
+    weights = c.state["moe_weights"]["sets"][0]["w13"]
     again = load("moe_gemm")(dict(TINY, M=1), c)
-    assert "check" not in again["info"] and c.state["moe_weights"]["sets"][0][0] is weights
+    assert "check" not in again["info"] and c.state["moe_weights"]["sets"][0]["w13"] is weights
     assert again["metrics"]["distinct_experts"]["value"] == 3  # M=1: k routed + 1 shared
 
 

@@ -32,6 +32,7 @@ def test_builtin_suites() -> None:
         ("moe-sweep", "moe_gemm"),
         ("moe-sweep-ep", "moe_gemm"),
         ("noop", "sleep"),
+        ("overheads", "overheads"),
     ]
     moe = get_suite("moe-sweep")
     assert moe.sweep == "M"
@@ -45,7 +46,7 @@ def test_unknown_suite_names_the_known_ones() -> None:
     with pytest.raises(SuiteError, match="unknown suite 'moe'") as exc:
         get_suite("moe")
     assert exc.value.hint == (
-        "known suites: allreduce, decode, hbm-bandwidth, moe-sweep, moe-sweep-ep, noop; "
+        "known suites: allreduce, decode, hbm-bandwidth, moe-sweep, moe-sweep-ep, noop, overheads; "
         "`orch suites list` describes them"
     )
     assert exc.value.exit_code == 2
@@ -148,8 +149,9 @@ def test_set_overrides_preset() -> None:
         ({"M": "1.5"}, "moe-sweep: M must be an integer, got '1.5'", None),
         (
             {"dtype": "int8"},
-            "moe-sweep: dtype must be one of bf16, fp16, fp32, got 'int8'",
-            "dtype (weight and activation dtype) takes one of bf16, fp16, fp32; for example --set dtype=bf16",
+            "moe-sweep: dtype must be one of bf16, fp16, fp32, fp8, int4, int4-g128, got 'int8'",
+            "dtype (weight format: bf16/fp16/fp32, fp8 (e4m3, row-wise scales), int4 (W4A16, group 32), int4-g128) "
+            "takes one of bf16, fp16, fp32, fp8, int4, int4-g128; for example --set dtype=bf16",
         ),
         ({"impl": "triton"}, "moe-sweep: impl must be one of auto, grouped_mm, loop, got 'triton'", None),
         ({"repeat": "0"}, "moe-sweep: repeat must be >= 1, got 0", None),
@@ -242,7 +244,7 @@ def test_registry_is_extendable() -> None:
     reg = Registry(list_suites())
     reg.register(user)
     assert reg.names() == [
-        "allreduce", "decode", "decode-user", "hbm-bandwidth", "moe-sweep", "moe-sweep-ep", "noop"
+        "allreduce", "decode", "decode-user", "hbm-bandwidth", "moe-sweep", "moe-sweep-ep", "noop", "overheads"
     ]  # fmt: skip
     spec = resolve("decode-user", {}, cuda=True, run_id="r", registry=reg)
     assert (spec["cases"], spec["repeat"], spec["preset"]) == ([{"C": 1}, {"C": 4}], 3, None)
@@ -279,8 +281,9 @@ def test_cli_list_json() -> None:
         ("moe-sweep", "moe_gemm"),
         ("moe-sweep-ep", "moe_gemm"),
         ("noop", "sleep"),
+        ("overheads", "overheads"),
     ]
-    assert builtin[-1]["description"] == get_suite("noop").description
+    assert builtin[-1]["description"] == get_suite("overheads").description
 
 
 def test_cli_show_json_and_table() -> None:
@@ -310,3 +313,26 @@ def test_cli_show_unknown_suite() -> None:
     result = CliRunner().invoke(app, ["show", "nope"])
     assert isinstance(result.exception, SuiteError)
     assert result.exception.message == "unknown suite 'nope'"
+
+
+def test_overheads_suite_is_one_case_with_the_decode_token_counts() -> None:
+    spec = resolve("overheads", {"tokens": "1..16", "world_size": "2"}, cuda=True, run_id="r")
+    assert spec["bench"] == "overheads" and spec["repeat"] == 50
+    assert spec["cases"] == [
+        {
+            "H": 7168,
+            "tokens": [1, 2, 4, 8, 16],
+            "world_size": 2,
+            "launches": 200,
+            "graph_nodes": 100,
+            "timeout_s": 300.0,
+        }
+    ]
+
+
+def test_moe_sweep_accepts_the_quantized_formats() -> None:
+    for dtype in ("fp8", "int4", "int4-g128"):
+        spec = resolve("moe-sweep", {"dtype": dtype, "M": "1"}, cuda=True, run_id="r")
+        assert spec["cases"][0]["dtype"] == dtype
+    with pytest.raises(SuiteError, match="int4-g128"):
+        resolve("moe-sweep", {"dtype": "int3"}, cuda=True, run_id="r")

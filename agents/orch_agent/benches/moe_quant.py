@@ -28,6 +28,7 @@ from typing import Any
 FP8_MAX = 448.0  # largest finite float8_e4m3fn value (OCP FP8 spec, E4M3)
 INT4_MAX = 7  # symmetric signed 4-bit: scale from max|w| / 7, values clamped to [-8, 7]
 INT4_GROUPS = (32, 128)
+SMEM_BUDGET = 160 * 1024  # bytes a kernel config may plan to use (sm90 allows 227 KiB per block; margin kept)
 
 
 def int4_bytes_per_weight(group: int) -> float:
@@ -247,13 +248,26 @@ def _kernels() -> dict[str, Any]:
             (128, 128, 4, 4),
             (128, 128, 8, 3),
             (256, 128, 8, 3),
+            (128, 128, 8, 2),
+            (64, 128, 4, 2),
+            (128, 64, 8, 3),
+            (64, 64, 4, 3),
         )
     ]
 
+    def smem(c: Any, block_m: int) -> int:
+        """Shared memory a config may need, bytes: per stage the x tiles (lo and hi halves, bf16) and the
+        packed weights, plus the widened bf16 B operands. An estimate: Triton 3.6 reports a config that does
+        not fit only when it is launched (OutOfResources), after the autotuner picked it."""
+        bk, bn = c.kwargs["BLOCK_K"], c.kwargs["BLOCK_N"]
+        return c.num_stages * (4 * block_m * bk + bk * bn) + 4 * bk * bn
+
     def prune(configs: list[Any], named_args: dict[str, Any], **kwargs: Any) -> list[Any]:
         half_k, group = int(named_args["HALF_K"]), int(kwargs.get("GROUP", 32))
+        block_m = int(kwargs.get("BLOCK_M", 16))
         ok = [c for c in configs if half_k % c.kwargs["BLOCK_K"] == 0 and c.kwargs["BLOCK_K"] % group == 0]
-        return ok or configs[:1]
+        fit = [c for c in ok if smem(c, block_m) <= SMEM_BUDGET]
+        return fit or sorted(ok or configs, key=lambda c: smem(c, block_m))[:1]
 
     fma_configs = [
         triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st)
@@ -297,11 +311,12 @@ def tile_map(torch: Any, counts: list[int], block_m: int, device: str) -> tuple[
 
 
 def block_m_for(max_rows: int) -> int:
-    """BLOCK_M from the most rows any expert gets: 16 (tl.dot's minimum) up to 128."""
-    for b in (16, 32, 64):
+    """BLOCK_M from the most rows any expert gets: 16 (tl.dot's minimum) up to 64 (an expert with more rows
+    gets several tiles; 128-row tiles with 128-wide K steps do not fit in sm90's shared memory)."""
+    for b in (16, 32):
         if max_rows <= b:
             return b
-    return 128
+    return 64
 
 
 def w4a16_grouped_mm(
