@@ -2,8 +2,8 @@
 
 The tree::
 
-    OrchError                      message + hint; the CLI prints both in red and exits 1
-    ├── UsageError                 bad input from the user; exit 2 at the CLI
+    OrchError                      message + hint; the CLI prints both in red and exits 1 (a host or run failed)
+    ├── UsageError                 bad input or configuration from the user; exit 2 at the CLI
     │   ├── InventoryError         inventory.yaml malformed: file, line, key, fix
     │   ├── SelectionError         --hosts matched nothing / unknown name
     │   ├── SuiteError             unknown suite, unknown or bad parameter, bad suite file
@@ -17,7 +17,7 @@ The tree::
     │   ├── CommandTimeout         a remote command ran past its deadline
     │   └── DeployError            upload / verify / switch failed
     └── StoreError                 database unreachable, locked, migration needed
-        ├── NotFoundError          a run / host / build id that is not in the store
+        ├── NotFoundError          a run / host / build id that is not in the store; exit 2 (the user named it)
         └── SchemaTooNewError      the database was migrated by a newer orch; exit 2
 
 An agent line that is not a valid event is not an exception: ``protocol.parse_line`` turns it into an ``error``
@@ -150,7 +150,9 @@ class StoreError(OrchError):
 
 
 class NotFoundError(StoreError):
-    pass
+    """A run / host / build the user named is not in the store: a usage error at the CLI (exit 2), 404 in the API."""
+
+    exit_code = 2
 
 
 class SchemaTooNewError(StoreError):

@@ -35,13 +35,13 @@ class AppContext:
         new user needs no `orch db upgrade`; a server database (PostgreSQL) is left to `orch db upgrade` and must
         be at this orch's head. A database a newer orch migrated is SchemaTooNewError (exit 2) on both.
 
-        ``create=False`` (commands that only read): a SQLite file that does not exist is a StoreError naming
+        ``create=False`` (commands that only read): a SQLite file that does not exist is a ConfigError naming
         the path, instead of a new empty database that would look like "no runs".
         """
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
-        from orchestrator.errors import StoreError
+        from orchestrator.errors import ConfigError
         from orchestrator.store import migrate
         from orchestrator.store.repo import Store
         from orchestrator.store.urls import redact_url
@@ -51,13 +51,15 @@ class AppContext:
             try:
                 parsed = make_url(url)
             except (ArgumentError, ValueError):
-                raise StoreError(f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
-                                 "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch "
-                                 "(percent-encode @ : / in a password)") from None
+                raise ConfigError(
+                    f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
+                    "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch "
+                    "(percent-encode @ : / in a password)",
+                ) from None
             is_sqlite = parsed.get_backend_name() == "sqlite"
             path = parsed.database or ""
             if is_sqlite and not create and path not in ("", ":memory:") and not Path(path).exists():
-                raise StoreError(
+                raise ConfigError(
                     f"no orch database at {Path(path).resolve()} ({redact_url(url)})",
                     "run orch from the directory that holds orch.db, or pass --db / set ORCH_DB_URL, "
                     "e.g. --db sqlite:////abs/path/orch.db",

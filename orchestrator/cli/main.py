@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,17 +23,16 @@ app = typer.Typer(
 )
 
 
-@app.callback()
+INVENTORY_HELP = "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml)."
+DB_HELP = "Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."
+EXIT_CODES_HELP = "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted."
+
+
+@app.callback(epilog=f"--db and --inventory may also follow the subcommand. {EXIT_CODES_HELP}")
 def root(
     ctx: typer.Context,
-    inventory: Annotated[
-        Path | None,
-        typer.Option("--inventory", "-i", help="Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml)."),
-    ] = None,
-    db: Annotated[
-        str | None,
-        typer.Option("--db", help="Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."),
-    ] = None,
+    inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help=INVENTORY_HELP)] = None,
+    db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
 ) -> None:
     overrides: dict[str, object] = {}
     if inventory is not None:
@@ -41,6 +40,57 @@ def root(
     if db is not None:
         overrides["db_url"] = db
     ctx.obj = AppContext(Settings(**overrides))  # type: ignore[arg-type]
+
+
+GLOBAL_VALUE_OPTIONS = frozenset({"--db", "--inventory", "-i"})
+
+
+def hoist_global_options(argv: list[str], root: Any) -> list[str]:
+    """``argv`` with the global options (``--db``, ``--inventory``/``-i``, with their values) that stand after the
+    subcommand moved in front of it, so that ``orch run moe-sweep --hosts b300 --db URL`` means what
+    ``orch --db URL run moe-sweep --hosts b300`` means.
+
+    ``root`` is the click command tree of the app (``typer.main.get_command``). The walk follows it: a token that
+    is the value of a subcommand's own option (``--label --db``) is never taken for a global option, nor is
+    anything after ``--``, nor an option a subcommand defines itself. Pure: no I/O."""
+    front: list[str] = []
+    rest: list[str] = []
+    cmd = root
+    in_sub = False
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok == "--":
+            rest.extend(argv[i:])
+            break
+        name, eq, value = tok.partition("=")
+        if in_sub and name in GLOBAL_VALUE_OPTIONS and _option(cmd, name) is None and (eq or i + 1 < len(argv)):
+            front += [name, value] if eq else [tok, argv[i + 1]]
+            i += 1 if eq else 2
+            continue
+        rest.append(tok)
+        i += 1
+        if tok.startswith("-") and tok != "-":
+            opt = _option(cmd, name)
+            if opt is not None and not eq and _takes_value(opt) and i < len(argv):
+                rest.append(argv[i])
+                i += 1
+            continue
+        sub = (getattr(cmd, "commands", None) or {}).get(tok)
+        if sub is not None:
+            cmd, in_sub = sub, True
+    return front + rest
+
+
+def _option(cmd: Any, name: str) -> Any:
+    for p in getattr(cmd, "params", ()):
+        if name in (*getattr(p, "opts", ()), *getattr(p, "secondary_opts", ())) and name.startswith("-"):
+            return p
+    return None
+
+
+def _takes_value(opt: Any) -> bool:
+    return not (getattr(opt, "is_flag", False) or getattr(opt, "count", False) or getattr(opt, "nargs", 1) == 0)
 
 
 def _register() -> None:
@@ -72,7 +122,8 @@ _register()
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app inside the one error boundary (OrchError -> red line + exit code)."""
     try:
-        rv = app(args=argv, standalone_mode=False)
+        args = sys.argv[1:] if argv is None else argv
+        rv = app(args=hoist_global_options(args, typer.main.get_command(app)), standalone_mode=False)
     except OrchError as exc:
         render.error(exc)
         sys.exit(exc.exit_code)

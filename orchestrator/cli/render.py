@@ -8,8 +8,10 @@ from functools import cache
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from orchestrator.errors import OrchError
+from orchestrator.store.compute import short_run_id
 
 
 @cache
@@ -266,12 +268,12 @@ def runs_table(page: Any) -> None:
     from rich.table import Table
 
     t = Table(title=f"Runs ({len(page.items)} of {page.total})", title_justify="left")
-    for col in ("run id", "suite", "status", "label", "hosts", "results", "errors", "started (UTC)", "by"):
-        t.add_column(col, overflow="fold")
+    for col in ("id", "suite", "status", "label", "hosts", "results", "errors", "started (UTC)", "by"):
+        t.add_column(col, overflow="fold", no_wrap=col in ("id", "status", "started (UTC)"))
     for r in page.items:
         status = {"completed": "green", "partial": "yellow", "failed": "red"}.get(r.status)
         t.add_row(
-            r.id, r.suite, f"[{status}]{r.status}[/{status}]" if status else r.status, r.label or "-",
+            short_run_id(r.id), r.suite, f"[{status}]{r.status}[/{status}]" if status else r.status, r.label or "-",
             ",".join(r.hosts), str(r.results), str(r.errors), _when(r.started_at), r.started_by,
         )  # fmt: skip
     console().print(t)
@@ -293,7 +295,8 @@ def run_detail(run: Any, results: list[Any]) -> None:
     from rich.table import Table
 
     c = console()
-    c.print(f"[bold]run {run.id}[/bold]  suite {run.suite}  status {run.status}  label {run.label or '-'}")
+    c.print(f"[bold]run {short_run_id(run.id)}[/bold] ({run.id})  suite {run.suite}  status {run.status}  "
+            f"label {run.label or '-'}")
     c.print(f"started {_when(run.started_at)} UTC by {run.started_by}; finished {_when(run.finished_at)}")
     if run.params:
         c.print("params: " + _case_text(run.params), soft_wrap=True)
@@ -437,7 +440,7 @@ class RunProgress:
             TextColumn("[dim]{task.fields[state]}"),
             TimeElapsedColumn(),
             console=err_console(),
-            transient=False,
+            transient=True,  # cleared before the result tables are printed (stdout), so nothing lands after them
             disable=not enabled,
         )
         self._tasks: dict[str, Any] = {}
@@ -478,9 +481,9 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
                 c.print(f"    hint: {h.hint}", soft_wrap=True)
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
     c.print(
-        f"run [bold]{outcome.run_id}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
+        f"run [bold]{short_run_id(outcome.run_id)}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
         f"{sum(h.results for h in outcome.hosts)} results from {len(outcome.hosts)} host(s); "
-        f"details: orch runs show {outcome.run_id}"
+        f"details: orch runs show {short_run_id(outcome.run_id)}"
     )
 
 
@@ -513,7 +516,37 @@ def interrupted(run_id: str) -> None:
     """Ctrl-C during ``orch run``: the remote agents were stopped; say which run and that results are kept."""
     c = err_console()
     if run_id:
-        c.print(f"[yellow]interrupted:[/yellow] run {run_id} cancelled on its hosts; the results ingested so far are "
-                f"kept (orch runs show {run_id})")
+        c.print(
+            f"[yellow]interrupted:[/yellow] run {short_run_id(run_id)} cancelled on its hosts; the results "
+            f"ingested so far are kept (orch runs show {short_run_id(run_id)})"
+        )
     else:
         c.print("[yellow]interrupted[/yellow] before the run started; nothing was stored")
+
+
+def labelled(summary: Any) -> None:
+    """``orch runs label``: the run and its new label."""
+    label = escape(summary.label) if summary.label else "(none)"
+    console().print(f"run {short_run_id(summary.id)} label: {label}", soft_wrap=True)
+
+
+def runs_to_remove(runs: list[Any]) -> None:
+    """``orch runs rm``: what is about to be deleted (stderr, so stdout stays for the result)."""
+    c = err_console()
+    for r in runs:
+        results = sum(h.results for h in r.host_runs)
+        c.print(
+            f"run {short_run_id(r.id)} {escape(r.suite)} {r.status} label {escape(r.label or '-')}: "
+            f"{results} results on {len(r.host_runs)} host(s), started {_when(r.started_at)} UTC",
+            soft_wrap=True,
+        )
+
+
+def removed(runs: list[Any]) -> None:
+    console().print(f"deleted {len(runs)} run(s): " + ", ".join(short_run_id(r.id) for r in runs))
+
+
+def cancelled(outcome: Any) -> None:
+    """``orch cancel``: which run, on which hosts."""
+    hosts = ", ".join(escape(h.host) for h in outcome.hosts)
+    console().print(f"run {short_run_id(outcome.run_id)} cancelled on {hosts}", soft_wrap=True)

@@ -85,7 +85,7 @@ def run(
 
 def cancel(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="Run id (or a unique prefix).")],
+    run_id: Annotated[str, typer.Argument(help="Run id: full, short (as listed), a unique prefix, or latest.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """Stop a run's agents on every host and mark it cancelled (results so far are kept)."""
@@ -96,7 +96,7 @@ def cancel(
     if json_out:
         render.print_json(outcome.to_dict())
     else:
-        render.console().print(f"run {outcome.run_id} cancelled on " + ", ".join(h.host for h in outcome.hosts))
+        render.cancelled(outcome)
 
 
 def deploy(
@@ -117,9 +117,7 @@ def deploy(
     from orchestrator.deploy_service import deploy_hosts
 
     app = app_context(ctx)
-    report = asyncio.run(
-        deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store())
-    )
+    report = asyncio.run(deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store()))
     if json_out:
         render.print_json(report.to_dict())
     else:

@@ -2,20 +2,46 @@
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
 from typing import Annotated
 
 import typer
 
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
+from orchestrator.errors import UsageError
 from orchestrator.store.records import RunFilter
 from orchestrator.store.repo import Store
 
 app = typer.Typer(help="List, show and compare stored runs.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+RUN_REF_HELP = "Run id: full, short (8 hex digits as listed), a unique prefix, latest or latest~N."
+_AGE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_since(text: str, now: datetime | None = None) -> datetime:
+    """``--since``: an age (``30m``, ``6h``, ``2d``, ``1w``) before ``now`` or an ISO 8601 time (naive = UTC), as an
+    aware UTC datetime. Raises UsageError naming the accepted forms."""
+    now = now or datetime.now(timezone.utc)
+    m = _AGE_RE.fullmatch(text.strip().lower())
+    if m:
+        return now - timedelta(seconds=float(m.group(1)) * _AGE_UNIT_S[m.group(2)])
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise UsageError(
+            f"--since {text!r} is neither an age nor an ISO 8601 time",
+            "e.g. --since 6h, --since 2d, --since 2026-11-30 or --since 2026-11-30T08:00",
+        ) from None
+    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+
+
 SHOW_MAX_RESULTS = 100_000
 
 
@@ -34,16 +60,19 @@ def list_runs(
     ctx: typer.Context,
     suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
     host: Annotated[str | None, typer.Option(help="Only runs that include this host.")] = None,
-    status: Annotated[
-        str | None, typer.Option(help="completed, partial, failed, cancelled, running.")
-    ] = None,
+    status: Annotated[str | None, typer.Option(help="completed, partial, failed, cancelled, running.")] = None,
     label: Annotated[str | None, typer.Option(help="Only runs with this label.")] = None,
-    limit: Annotated[int, typer.Option(min=1, max=1000, help="Rows to show; default 20.")] = 20,
+    since: Annotated[
+        str | None,
+        typer.Option(help="Only runs started since: an age (30m, 6h, 2d, 1w) or an ISO 8601 time (naive = UTC)."),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, max=1000, help="Rows to show.")] = 20,
     json_out: JsonOpt = False,
 ) -> None:
-    """Runs, newest first."""
+    """Runs, newest first. Ids are shown in their short form (the last 8 hex digits), which every command takes."""
+    f = RunFilter(suite=suite, host=host, status=status, label=label, since=parse_since(since) if since else None)
     with _store(ctx) as store:
-        page = store.list_runs(RunFilter(suite=suite, host=host, status=status, label=label), limit=limit)
+        page = store.list_runs(f, limit=limit)
     if json_out:
         render.print_json(asdict(page))
     else:
@@ -53,10 +82,11 @@ def list_runs(
 @app.command("show")
 def show(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="Run id, or a unique prefix of 8+ characters.")],
+    run_id: Annotated[str, typer.Argument(help=f"{RUN_REF_HELP} Default: latest.")] = "latest",
     json_out: JsonOpt = False,
 ) -> None:
-    """One run: its hosts, and a table of results per host (the roofline figures for moe-sweep)."""
+    """One run (the latest when no id is given): its hosts, and a table of results per host (the roofline figures
+    for moe-sweep)."""
     with _store(ctx) as store:
         rid = store.resolve_run_id(run_id)
         run, results = store.get_run(rid), store.results(rid, limit=SHOW_MAX_RESULTS)
@@ -69,11 +99,9 @@ def show(
 @app.command("compare")
 def compare(
     ctx: typer.Context,
-    base: Annotated[str, typer.Argument(help="Base run id (or unique prefix).")],
-    head: Annotated[str, typer.Argument(help="Head run id (or unique prefix).")],
-    metric: Annotated[
-        str | None, typer.Option(help="Metric to compare; default time_ms, else the first.")
-    ] = None,
+    base: Annotated[str, typer.Argument(help=f"Base run. {RUN_REF_HELP}")],
+    head: Annotated[str, typer.Argument(help=f"Head run. {RUN_REF_HELP}")],
+    metric: Annotated[str | None, typer.Option(help="Metric to compare; default time_ms, else the first.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Per-case ratio head/base of the medians, a verdict ('within noise' when the stored p10-p90 spread hides
@@ -84,3 +112,55 @@ def compare(
         render.print_json(asdict(result))
     else:
         render.comparison_table(result)
+
+
+@app.command("label")
+def label_run(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help=RUN_REF_HELP)],
+    text: Annotated[str, typer.Argument(help="The new label; an empty string removes it.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Set (or with "" remove) a run's label."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text) or len(text) > 255:
+        raise UsageError(
+            "a label is one line of at most 255 characters, without control characters",
+            'e.g. orch runs label latest "nightly fp8"',
+        )
+    with _store(ctx) as store:
+        summary = store.set_label(store.resolve_run_id(run_id), text or None)
+    if json_out:
+        render.print_json(asdict(summary))
+    else:
+        render.labelled(summary)
+
+
+@app.command("rm")
+def remove_runs(
+    ctx: typer.Context,
+    run_ids: Annotated[list[str], typer.Argument(help=f"One or more runs. {RUN_REF_HELP}")],
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+) -> None:
+    """Delete runs with their host runs and results (asks first unless --yes). A running run is refused: cancel it
+    first with orch cancel."""
+    with _store(ctx) as store:
+        ids = list(dict.fromkeys(store.resolve_run_id(r) for r in run_ids))
+        runs = [store.get_run(i) for i in ids]
+        running = [r for r in runs if r.status in ("pending", "running")]
+        if running:
+            raise UsageError(
+                f"run {running[0].id} is still {running[0].status}; it is not deleted",
+                f"stop it first with orch cancel {running[0].id}",
+            )
+        render.runs_to_remove(runs)
+        if not yes:
+            if not sys.stdin.isatty():
+                raise UsageError(
+                    "orch runs rm asks for confirmation, and stdin is not a terminal",
+                    "pass --yes to delete without asking",
+                )
+            if not typer.confirm(f"Delete {len(runs)} run(s) and their results?", default=False):
+                raise typer.Exit(1)
+        for r in runs:
+            store.delete_run(r.id)
+    render.removed(runs)

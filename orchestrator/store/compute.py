@@ -33,6 +33,19 @@ def uuid7() -> str:
     return str(uuid.UUID(int=value))
 
 
+SHORT_ID_LEN = 8
+
+
+def short_run_id(run_id: str) -> str:
+    """The short form of a run id that the CLI and the dashboard print: its last 8 hex digits.
+
+    A UUIDv7's leading digits are its creation time (the first 8 hex digits change only every ~65 s), so a prefix
+    is ambiguous for runs started together; the tail is random (62 bits of ``rand_b``), so 8 digits (32 bits)
+    collide with probability ~n²/2³³ among n runs (about 1e-4 at 1,000 runs). ``Store.resolve_run_id`` takes it.
+    """
+    return run_id.replace("-", "")[-SHORT_ID_LEN:]
+
+
 def case_key(case: Mapping[str, Any]) -> str:
     """Stable 32-hex-char key of a case: sha256 of its sorted parameters minus ``VOLATILE_CASE_KEYS``."""
     stable = dict(case)

@@ -73,6 +73,30 @@ from orchestrator.store.session import make_engine, read_session, write_session
 
 LOG_MAX_CHARS = 64_000
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+_UUID_DASHES = (8, 12, 16, 20)  # positions (in hex digits) after which a UUID string has a dash
+
+
+def _dashed_prefix(digits: str) -> str:
+    """``digits`` (hex, no dashes) as the start of a UUID string, dashes put back."""
+    out = ""
+    for i, ch in enumerate(digits):
+        if i in _UUID_DASHES:
+            out += "-"
+        out += ch
+    return out
+
+
+def _dashed_suffix(digits: str) -> str:
+    """``digits`` (hex, no dashes) as the end of a UUID string, dashes put back."""
+    start = 32 - len(digits)
+    out = ""
+    for i, ch in enumerate(digits, start=start):
+        if i in _UUID_DASHES and i != start:
+            out += "-"
+        out += ch
+    return out
+
+
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # case parameter -> indexed column (moe-sweep names the batch "M"; other suites "m")
 TYPED_AXES = {"m": "m", "M": "m", "concurrency": "concurrency", "size_bytes": "size_bytes"}
@@ -433,18 +457,46 @@ class Store:
             ]
 
     def resolve_run_id(self, ref: str) -> str:
-        """A full run id, or a unique prefix of at least 8 characters. Raises NotFoundError/UsageError."""
+        """The full id of the run ``ref`` names: a full id; ``latest`` (the newest run) or ``latest~N`` (N runs
+        before it); or 6 to 32 hex digits that are a unique prefix or a unique suffix of one run id (the short id
+        the CLI prints is the last 8). Raises NotFoundError (no such run) or UsageError (malformed, ambiguous)."""
         ref = ref.strip().lower()
         if RUN_ID_RE.match(ref):
             return ref
-        if not re.fullmatch(r"[0-9a-f-]{8,36}", ref):
-            raise UsageError(f"invalid run id {ref!r}", "a run id is a UUID such as those `orch runs list` prints")
+        latest = re.fullmatch(r"latest(?:~(\d{1,6}))?", ref)
+        if latest:
+            back = int(latest.group(1) or 0)
+            with self._read() as s:
+                rid = s.scalars(
+                    select(RunRow.id).order_by(RunRow.started_at.desc(), RunRow.id.desc()).offset(back).limit(1)
+                ).first()
+            if rid is None:
+                raise NotFoundError(
+                    "no runs stored yet" if back == 0 else f"{ref!r}: fewer than {back + 1} runs are stored",
+                    "start one with `orch run SUITE --hosts SEL`; list runs with `orch runs list`",
+                )
+            return rid
+        digits = ref.replace("-", "")
+        if not re.fullmatch(r"[0-9a-f]{6,32}", digits) or (ref != digits and not re.fullmatch(r"[0-9a-f-]+", ref)):
+            raise UsageError(
+                f"invalid run id {ref!r}",
+                "give a run id, its short form (the 8 characters `orch runs list` prints), or latest / latest~N",
+            )
         with self._read() as s:
-            ids = s.scalars(select(RunRow.id).where(RunRow.id.startswith(ref, autoescape=True)).limit(2)).all()
+            if ref != digits:  # a prefix written with its dashes
+                cond = RunRow.id.startswith(ref, autoescape=True)
+            else:
+                cond = or_(
+                    RunRow.id.startswith(_dashed_prefix(digits), autoescape=True),
+                    RunRow.id.endswith(_dashed_suffix(digits), autoescape=True),
+                )
+            ids = s.scalars(select(RunRow.id).where(cond).limit(6)).all()
         if not ids:
             raise NotFoundError(f"no run matches {ref!r}", "list runs with `orch runs list`")
         if len(ids) > 1:
-            raise UsageError(f"run id prefix {ref!r} is ambiguous", "give more characters of the id")
+            shown = ", ".join(compute.short_run_id(i) for i in ids[:5])
+            raise UsageError(f"run id {ref!r} is ambiguous: it matches {shown}{' ...' if len(ids) > 5 else ''}",
+                             "give more characters, or the full id")
         return ids[0]
 
     def list_runs(self, filters: RunFilter | None = None, *, limit: int = 50, offset: int = 0) -> Page[RunSummary]:
