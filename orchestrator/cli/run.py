@@ -117,7 +117,9 @@ def deploy(
     from orchestrator.deploy_service import deploy_hosts
 
     app = app_context(ctx)
-    report = asyncio.run(deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store()))
+    report = asyncio.run(
+        deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store())
+    )
     if json_out:
         render.print_json(report.to_dict())
     else:

@@ -12,9 +12,13 @@ from orchestrator.cli.context import AppContext
 from orchestrator.settings import Settings
 from orchestrator.suites.registry import Registry
 
-app = typer.Typer(help="Benchmark suites: list them, show one's parameters and presets.", no_args_is_help=True)
+app = typer.Typer(
+    help="Benchmark suites: list them, show one's parameters and presets.", no_args_is_help=True
+)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (default: a table).")]
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document on stdout (default: a table).")
+]
 SuiteDirOpt = Annotated[
     list[Path] | None,
     typer.Option(
