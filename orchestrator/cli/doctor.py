@@ -18,9 +18,9 @@ def doctor(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login) in s; default 10.")
+        float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login) in s.")
     ] = 10.0,
-    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Hosts checked at once; default 64.")] = 64,
+    concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Hosts checked at once.")] = 64,
 ) -> None:
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
     app = app_context(ctx)

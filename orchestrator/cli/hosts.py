@@ -44,7 +44,7 @@ def trust_host(
         bool, typer.Option("--replace", help="Replace the host's existing entries (backup kept as known_hosts.old).")
     ] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Deadline to fetch the key, s; default 10.")
+        float, typer.Option("--timeout", min=0.1, help="Deadline to fetch the key, s.")
     ] = 10.0,
 ) -> None:
     """Fetch the host key offered by HOST and record it in known_hosts once you confirm its fingerprint."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from functools import cache
 from typing import Any
@@ -14,15 +15,23 @@ from orchestrator.errors import OrchError
 from orchestrator.store.compute import short_run_id
 
 
+def _width(stream: Any) -> int | None:
+    """A terminal's own width; when not a terminal (CI logs, pipes), ``$COLUMNS`` if set, else 160 (rich would wrap
+    at 80 columns, and tables read better wider)."""
+    if stream.isatty():
+        return None
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else 160
+
+
 @cache
 def console() -> Console:
-    # Not a terminal (CI logs, pipes): rich would wrap at 80 columns; tables read better wider.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    return Console(highlight=False, width=_width(sys.stdout))
 
 
 @cache
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 160)
+    return Console(stderr=True, highlight=False, width=_width(sys.stderr))
 
 
 def error(exc: OrchError) -> None:
@@ -249,8 +258,10 @@ def _fmt(x: Any, digits: int = 3) -> str:
     return str(x)
 
 
-def _when(dt: Any) -> str:
-    return dt.strftime("%Y-%m-%d %H:%M:%S") if dt is not None else "-"
+def _when(dt: Any, *, short: bool = False) -> str:
+    if dt is None:
+        return "-"
+    return dt.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S")
 
 
 def db_upgraded(url: str, revision: str | None) -> None:
@@ -268,13 +279,16 @@ def runs_table(page: Any) -> None:
     from rich.table import Table
 
     t = Table(title=f"Runs ({len(page.items)} of {page.total})", title_justify="left")
-    for col in ("id", "suite", "status", "label", "hosts", "results", "errors", "started (UTC)", "by"):
-        t.add_column(col, overflow="fold", no_wrap=col in ("id", "status", "started (UTC)"))
+    for col in ("id", "suite", "status", "label", "hosts", "results", "errors", "started UTC", "by"):
+        fixed = col in ("id", "suite", "status", "results", "errors", "started UTC")
+        t.add_column(col, overflow="fold", no_wrap=fixed, ratio=None if fixed else 1,
+                     justify="right" if col in ("results", "errors") else "left")
     for r in page.items:
         status = {"completed": "green", "partial": "yellow", "failed": "red"}.get(r.status)
         t.add_row(
-            short_run_id(r.id), r.suite, f"[{status}]{r.status}[/{status}]" if status else r.status, r.label or "-",
-            ",".join(r.hosts), str(r.results), str(r.errors), _when(r.started_at), r.started_by,
+            short_run_id(r.id), escape(r.suite), f"[{status}]{r.status}[/{status}]" if status else escape(r.status),
+            escape(r.label or "-"), escape(",".join(r.hosts)), str(r.results), str(r.errors),
+            _when(r.started_at, short=True), escape(r.started_by),
         )  # fmt: skip
     console().print(t)
 
@@ -402,7 +416,9 @@ def comparison_table(cmp: Any) -> None:
     from rich.table import Table
 
     unit = f" ({cmp.unit})" if cmp.unit else ""
-    t = Table(title=f"{cmp.metric}{unit}: head {cmp.head} / base {cmp.base}", title_justify="left")
+    t = Table(
+        title=f"{cmp.metric}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}", title_justify="left"
+    )
     for col in ("host", "case", "base", "head", "head/base", "verdict"):
         right = col in ("base", "head", "head/base")
         t.add_column(col, justify="right" if right else "left", overflow="fold")

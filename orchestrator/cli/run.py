@@ -40,7 +40,7 @@ def run(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     resume: Annotated[str | None, typer.Option("--resume", help="Reattach to RUN_ID and collect what is left.")] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s.")
     ] = 10.0,
     suite_dir: Annotated[
         list[Path] | None,
@@ -106,11 +106,11 @@ def deploy(
     ] = None,
     build: Annotated[Path | None, typer.Option("--build", help="Engine build: a directory or a .tar.gz.")] = None,
     keep: Annotated[
-        int, typer.Option("--keep", min=1, help="Builds kept per host (older ones pruned); default 3.")
+        int, typer.Option("--keep", min=1, help="Builds kept per host (older ones pruned).")
     ] = 3,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s.")
     ] = 10.0,
 ) -> None:
     """Push the agent (and an engine build) to the hosts, content-addressed and verified by sha256."""

@@ -13,9 +13,9 @@ from orchestrator.cli.context import app_context
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option("--host", help="Address to listen on; default 127.0.0.1 (loopback).")
+        str, typer.Option("--host", help="Address to listen on (loopback by default).")
     ] = ("127.0.0.1"),
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port; default 8000.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
 ) -> None:
     """Serve the results API (OpenAPI at /docs) and the dashboard at /.
 

@@ -34,10 +34,11 @@ class Orch:
     def argv(self, *args: str) -> list[str]:
         return [sys.executable, "-m", "orchestrator", *args]
 
-    def __call__(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            self.argv(*args), cwd=self.cwd, env=self.env(), capture_output=True, text=True, timeout=timeout
-        )
+    def __call__(
+        self, *args: str, timeout: float = 240, columns: int | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        env = self.env() if columns is None else {**self.env(), "COLUMNS": str(columns)}
+        return subprocess.run(self.argv(*args), cwd=self.cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
     def json(self, *args: str, expect_rc: int | None = 0, timeout: float = 240) -> Any:
         res = self(*args, "--json", timeout=timeout)

@@ -39,7 +39,7 @@ def test_usage_errors_are_messages_not_tracebacks(local: Orch, args: tuple[str, 
 
 def test_reading_commands_do_not_create_an_empty_database(local: Orch) -> None:
     res = local("runs", "list")
-    assert res.returncode == 1
+    assert res.returncode == 2  # a configuration error (exit-code contract: 2)
     assert "no orch database at" in res.stderr and "--db" in res.stderr
     assert not (local.cwd / "orch.db").exists()
 
