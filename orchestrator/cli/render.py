@@ -261,7 +261,7 @@ def _fmt(x: Any, digits: int = 3) -> str:
 def _when(dt: Any, *, short: bool = False) -> str:
     if dt is None:
         return "-"
-    return dt.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S")
+    return str(dt.strftime("%m-%d %H:%M" if short else "%Y-%m-%d %H:%M:%S"))
 
 
 def db_upgraded(url: str, revision: str | None) -> None:
