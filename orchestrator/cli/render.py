@@ -341,22 +341,35 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
 
     t = Table(title=title, title_justify="left")
     t.add_column("M", justify="right")
-    for header, _ in _MOE_COLUMNS:
-        t.add_column(header, justify="right")
+    for header, name in _MOE_COLUMNS:
+        t.add_column(header + (" (p10–p90)" if name == "time_ms" else ""), justify="right")
+    t.add_column("n", justify="right")
     t.add_column("case / error", overflow="fold")
     for r in sorted(rows, key=lambda r: (r.m is None, r.m or 0, r.seq)):
         if r.status != "ok":
-            t.add_row(_fmt(r.m), *["-"] * len(_MOE_COLUMNS), f"[red]{r.error}[/red]")
+            t.add_row(_fmt(r.m), *["-"] * (len(_MOE_COLUMNS) + 1), f"[red]{escape(str(r.error))}[/red]")
             continue
         cells = []
         for _, name in _MOE_COLUMNS:
             if name == "pct_of_measured_roof":
                 cells.append(_fmt(r.pct_of_measured_roof))
+            elif name == "time_ms":
+                cells.append(_with_spread(r.metrics.get(name) or {}))
             else:
                 m = r.metrics.get(name) or {}
                 cells.append(_fmt(m.get("median", m.get("value"))))
-        t.add_row(_fmt(r.m), *cells, "")
+        t.add_row(_fmt(r.m), *cells, _fmt((r.metrics.get("time_ms") or {}).get("n")), "")
     return t
+
+
+def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
+    """A metric's median with its p10–p90 range when the result has one: ``0.354 (0.351–0.360)``."""
+    text = _fmt(m.get("median", m.get("value")))
+    if m.get("p10") is not None and m.get("p90") is not None:
+        text += f" ({_fmt(m['p10'])}–{_fmt(m['p90'])})"
+    if unit and m.get("unit"):
+        text += f" {escape(str(m['unit']))}"
+    return text
 
 
 def _generic_table(title: str, rows: list[Any]) -> Any:
@@ -377,6 +390,7 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
     t.add_column("case", overflow="fold")
     for n in names:
         t.add_column(n, justify="right")
+    t.add_column("n", justify="right")
     with_roof = any(r.pct_of_measured_roof is not None for r in rows)
     if with_roof:
         t.add_column("% of roof", justify="right")
@@ -388,14 +402,17 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
         extra = ([_fmt(r.pct_of_measured_roof)] if with_roof else []) + ([_references_cell(r)] if with_refs else [])
         if r.status != "ok":
             first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
-            t.add_row(case, f"[red]{first[0]}[/red]", *["-"] * (len(names) - 1 + len(extra)))
+            t.add_row(case, f"[red]{escape(first[0])}[/red]", *["-"] * (len(names) + len(extra)))
             continue
-        cells = []
-        for n in names:
-            m = r.metrics.get(n)
-            cells.append(f"{_fmt(m.get('median', m.get('value')))} {m.get('unit', '')}".strip() if m else "-")
-        t.add_row(case, *cells, *extra)
+        cells = [_with_spread(r.metrics[n], unit=True) if r.metrics.get(n) else "-" for n in names]
+        t.add_row(case, *cells, _fmt(_samples(r)), *extra)
     return t
+
+
+def _samples(r: Any) -> int | None:
+    """The sample count of a result (``n`` of its metrics; the largest when they differ)."""
+    counts = [m["n"] for m in r.metrics.values() if isinstance(m, dict) and isinstance(m.get("n"), int)]
+    return max(counts) if counts else None
 
 
 def _references(r: Any) -> dict[str, Any]:
@@ -419,13 +436,15 @@ def comparison_table(cmp: Any) -> None:
     t = Table(
         title=f"{cmp.metric}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}", title_justify="left"
     )
-    for col in ("host", "case", "base", "head", "head/base", "verdict"):
-        right = col in ("base", "head", "head/base")
+    for col in ("host", "case", "base (p10–p90)", "head (p10–p90)", "head/base", "verdict"):
+        right = col in ("base (p10–p90)", "head (p10–p90)", "head/base")
         t.add_column(col, justify="right" if right else "left", overflow="fold")
     for x in cmp.cases:
         ratio = "-" if x.ratio is None else f"{x.ratio:.3f}"
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
-        t.add_row(x.host or "*", _case_text(x.case, ("seed",)), _fmt(x.base), _fmt(x.head), ratio, verdict)
+        base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
+        head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
+        t.add_row(escape(x.host or "*"), escape(_case_text(x.case, ("seed",))), base, head, ratio, verdict)
     c = console()
     c.print(t)
     gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"

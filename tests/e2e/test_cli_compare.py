@@ -69,10 +69,12 @@ def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
     assert res.returncode == 0, res.stderr
     lines = res.stdout.splitlines()
     (header,) = [line for line in lines if line.startswith("┃")]
-    assert [c.strip() for c in header.split("┃")[1:-1]] == ["host", "case", "base", "head", "head/base", "verdict"]
+    assert [c.strip() for c in header.split("┃")[1:-1]] == [
+        "host", "case", "base (p10–p90)", "head (p10–p90)", "head/base", "verdict"
+    ]  # fmt: skip
     rows = [line.split("│")[1:-1] for line in lines if line.count("│") == 7]
     assert [[cell.strip() for cell in row] for row in rows] == [
-        ["h1", "M=1", "0.10", "0.20", "2.000", "regression"],
-        ["h1", "M=64", "0.72", "0.17", "0.236", "within noise"],
+        ["h1", "M=1", "0.10 (0.099–0.101)", "0.20 (0.199–0.201)", "2.000", "regression"],
+        ["h1", "M=64", "0.72 (0.16–53.0)", "0.17 (0.165–0.175)", "0.236", "within noise"],
     ]
     assert "geometric mean head/base: 0.687 over 2 cases, 1 within noise (paired on host+case)" in res.stdout

@@ -37,8 +37,22 @@ def _run(store: Store, suite: str = "moe-sweep", label: str | None = None, media
     rid = store.create_run(suite=suite, params={}, preset=None, label=label, hosts=["h1"],
                            started_by="t@box", started_on="box")  # fmt: skip
     store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
-    store.ingest(rid, "h1", [Event(seq=0, type="result", data={"case": {"M": 1}, "metrics": {
-        "time_ms": {"value": median, "unit": "ms", "median": median, "p10": median, "p90": median}}})])
+    store.ingest(
+        rid,
+        "h1",
+        [
+            Event(
+                seq=0,
+                type="result",
+                data={
+                    "case": {"M": 1},
+                    "metrics": {
+                        "time_ms": {"value": median, "unit": "ms", "median": median, "p10": median, "p90": median}
+                    },
+                },
+            )
+        ],
+    )
     store.finish_host_run(rid, "h1", "completed")
     store.finish_run(rid, "completed")
     return rid
@@ -161,3 +175,41 @@ def test_help_states_the_exit_codes_once_per_default(orch: Orch) -> None:
         out = orch(*cmd).stdout
         for line in out.splitlines():
             assert not (re.search(r"default \w", line, re.I) and "[default:" in line), line
+
+
+def test_runs_show_prints_spread_and_sample_count(orch: Orch, store: Store) -> None:
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    rids = []
+    for suite, case, name, unit in (
+        ("moe-sweep", {"M": 64}, "time_ms", "ms"),
+        ("hbm-bandwidth", {"size": 1}, "gbps", "GB/s"),
+    ):
+        rid = store.create_run(suite=suite, params={}, preset=None, label=None, hosts=["h1"],
+                               started_by="t@box", started_on="box")  # fmt: skip
+        store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
+        store.ingest(
+            rid,
+            "h1",
+            [
+                Event(
+                    seq=0,
+                    type="result",
+                    data={
+                        "case": case,
+                        "metrics": {
+                            name: {"value": 7.96, "unit": unit, "median": 7.96, "p10": 7.9, "p90": 8.12, "n": 20}
+                        },
+                    },
+                )
+            ],
+        )
+        rids.append(rid)
+    moe = orch("runs", "show", rids[0]).stdout
+    rows = [line for line in moe.splitlines() if line.startswith("│") and "(7.90" in line]
+    assert len(rows) == 1, moe
+    row = rows[0]
+    cells = [c.strip() for c in row.split("│")[1:-1]]
+    assert cells[:2] == ["64", "7.96 (7.90–8.12)"] and cells[-2] == "20"
+    gen = orch("runs", "show", rids[1]).stdout
+    [row] = [line for line in gen.splitlines() if line.startswith("│") and "(7.90" in line]
+    assert [c.strip() for c in row.split("│")[1:-1]][1:3] == ["7.96 (7.90–8.12) GB/s", "20"]
