@@ -364,9 +364,15 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
 
 def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
     """A metric's median with its p10–p90 range when the result has one: ``0.354 (0.351–0.360)``."""
-    text = _fmt(m.get("median", m.get("value")))
-    if m.get("p10") is not None and m.get("p90") is not None:
-        text += f" ({_fmt(m['p10'])}–{_fmt(m['p90'])})"
+    med, p10, p90 = m.get("median", m.get("value")), m.get("p10"), m.get("p90")
+    if not (isinstance(med, (int, float)) and isinstance(p10, (int, float)) and isinstance(p90, (int, float))):
+        return _fmt(med) + (f" {escape(str(m['unit']))}" if unit and m.get("unit") else "")
+    digits = 3  # as many significant digits as it takes to tell apart the figures that differ (at most 6)
+    while digits < 6 and any(
+        a != b and _fmt(float(a), digits) == _fmt(float(b), digits) for a, b in ((med, p10), (med, p90))
+    ):
+        digits += 1
+    text = f"{_fmt(float(med), digits)} ({_fmt(float(p10), digits)}–{_fmt(float(p90), digits)})"
     if unit and m.get("unit"):
         text += f" {escape(str(m['unit']))}"
     return text
