@@ -8,7 +8,8 @@ The tree::
     │   ├── SelectionError         --hosts matched nothing / unknown name
     │   ├── SuiteError             unknown suite, unknown or bad parameter, bad suite file
     │   ├── ConfigError            settings (ORCH_*), tokens, ports
-    │   └── IncomparableError      two runs that cannot be compared (other suites, no shared case); API 422
+    │   ├── IncomparableError      two runs that cannot be compared (other suites, no shared case); API 422
+    │   └── ProjectionError        orch project: a run of the wrong suite, an unknown GPU, a missing peak or roof
     ├── HostError                  something about one host; `host` names it
     │   ├── ConnectError           dns / tcp / banner / throttled / handshake; `kind` says which
     │   ├── HostKeyError           verdict other than match / cert-authority; carries the verdict
@@ -77,6 +78,10 @@ class ConfigError(UsageError):
 
 class IncomparableError(UsageError):
     """Two runs that cannot be compared: of different suites, or sharing no case of the metric."""
+
+
+class ProjectionError(UsageError):
+    pass
 
 
 class HostError(OrchError):

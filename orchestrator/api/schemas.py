@@ -183,3 +183,28 @@ class LabelIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     label: str | None = Field(default=None, max_length=255, pattern=r"^[^\x00-\x1f\x7f]*$")
+
+
+class ProjectionOut(_Out):
+    """One stored ``orch project`` result: ``inputs`` holds every figure the formula used (and the formula),
+    ``rows`` = ``{"projected": [per M: source_ms, f_mem, moe_ms, allreduce_us, overhead_ms, step_ms,
+    tokens_per_s, overhead_share], "checked": [per M: predicted_ms, measured_ms, error_pct]}``."""
+
+    id: str
+    created_at: datetime
+    source_run_id: str
+    overheads_run_id: str | None
+    check_run_id: str | None
+    source_gpu: str
+    target_gpu: str
+    dtype: str
+    params: dict[str, Any]
+    inputs: dict[str, Any]
+    rows: dict[str, Any]
+
+
+class ProjectionPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    items: list[ProjectionOut]

@@ -115,6 +115,10 @@ def _register() -> None:
     app.add_typer(runs.app, name="runs")
     app.command("serve")(serve.serve)
 
+    from orchestrator.cli import project
+
+    app.command("project")(project.project)
+
 
 _register()
 

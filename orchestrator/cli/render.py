@@ -591,3 +591,51 @@ def cancelled(outcome: Any) -> None:
     """``orch cancel``: which run, on which hosts."""
     hosts = ", ".join(escape(h.host) for h in outcome.hosts)
     console().print(f"run {short_run_id(outcome.run_id)} cancelled on {hosts}", soft_wrap=True)
+
+def projection(rec: Any) -> None:
+    """``orch project``: the inputs and formula, the projected rows, and the check when there is one."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    c = console()
+    inp, params = rec.inputs, rec.params
+    src, tgt, b = inp["source"], inp["target"], inp["budget"]
+    c.print(f"projection {rec.id}: run {rec.source_run_id} ({rec.source_gpu}, {rec.dtype}) -> {rec.target_gpu}")
+    c.print(f"formula: {inp['formula']}")
+    for side, sku in (("source", src), ("target", tgt)):
+        c.print(
+            f"{side} {sku['key']}: BW {_fmt(float(sku['bw_gbps']))} GB/s ({escape(sku['bw_source'])}); "
+            f"P {_fmt(float(sku['peak_tflops']))} TFLOP/s ({escape(sku['peak_source'])})"
+        )
+    over = inp.get("overheads")
+    c.print(
+        f"budget: layers {b['layers']}, n_ar {b['allreduces_per_layer']} all-reduces/layer, n_k "
+        f"{b['kernels_per_layer']} kernels/layer, s {b['overhead_scale']}; "
+        + (
+            f"overheads run {over['run_id']}: node {_fmt(float(over['node_us']))} µs, all-reduce "
+            f"({over['allreduce_mode']}) " + (", ".join(f"M={m}: {_fmt(float(v))} µs" for m, v in
+                                                        over["allreduce_us"].items()) or "not measured (one GPU)")
+            if over
+            else "no overheads run: budget 0"
+        )
+    )  # fmt: skip
+    c.print(f"roof: {params.get('roof')}; all-reduce rows: {params.get('allreduce_mode')}")
+    t = Table(title=f"{rec.source_gpu} -> {rec.target_gpu}", title_justify="left")
+    for h in ("M", "source ms", "f_mem", "MoE ms", "all-reduce µs", "overhead ms", "step ms", "tokens/s",
+              "overhead %"):  # fmt: skip
+        t.add_column(h, justify="right")
+    t.add_column("all-reduce from")
+    for r in rec.rows["projected"]:
+        t.add_row(
+            str(r["M"]), _fmt(r["source_ms"]), _fmt(r["f_mem"]), _fmt(r["moe_ms"]), _fmt(r["allreduce_us"]),
+            _fmt(r["overhead_ms"]), _fmt(r["step_ms"]), _fmt(r["tokens_per_s"]), _fmt(100 * r["overhead_share"]),
+            r["allreduce_note"],
+        )  # fmt: skip
+    c.print(t)
+    if rec.rows.get("checked"):
+        ct = Table(title=f"check against run {rec.check_run_id}", title_justify="left")
+        for h in ("M", "predicted ms", "measured ms", "error %"):
+            ct.add_column(h, justify="right")
+        for r in rec.rows["checked"]:
+            ct.add_row(str(r["M"]), _fmt(r["predicted_ms"]), _fmt(r["measured_ms"]), f"{r['error_pct']:+.1f}")
+        c.print(ct)

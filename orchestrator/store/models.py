@@ -181,3 +181,23 @@ class Result(Base):
     info: Mapped[dict[str, Any] | None] = mapped_column()
     error: Mapped[str | None] = mapped_column(Text)
     ts: Mapped[datetime | None] = mapped_column()
+
+
+class Projection(Base):
+    """``orch project``'s stored predictions: one SKU's measured moe-sweep (plus an overheads run) projected
+    onto another SKU; ``inputs`` every figure the formula used, ``rows`` one per M, ``checked`` the
+    comparison with a real run on the target (``check_run_id``), when one was given."""
+
+    __tablename__ = "projections"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    created_at: Mapped[datetime] = mapped_column(index=True)
+    source_run_id: Mapped[str] = mapped_column(String(36), index=True)
+    overheads_run_id: Mapped[str | None] = mapped_column(String(36))
+    check_run_id: Mapped[str | None] = mapped_column(String(36))
+    source_gpu: Mapped[str] = mapped_column(String(64))
+    target_gpu: Mapped[str] = mapped_column(String(64), index=True)
+    dtype: Mapped[str] = mapped_column(String(32))
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    inputs: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    rows: Mapped[dict[str, Any]] = mapped_column(default=dict)

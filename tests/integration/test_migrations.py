@@ -81,8 +81,9 @@ def _metrics_0001(seq: int) -> dict[str, Any]:
     return metrics
 
 
-def _seed_0001(conn: Connection) -> str:
-    """Rows as revision 0001 knows them, written with plain SQL (today's models may have moved on)."""
+def _seed_0001(conn: Connection, *, split_samples: bool = False) -> str:
+    """Rows as revision 0001 knows them, written with plain SQL (today's models may have moved on).
+    ``split_samples``: as revision 0002 knows them (raw samples in ``results.samples``, NULL when none)."""
     ts = "2025-01-01 00:00:00.000000" + ("+00:00" if conn.dialect.name == "postgresql" else "")
     run_id = "0190a8b2-0000-7000-8000-000000000001"
     conn.execute(
@@ -104,20 +105,36 @@ def _seed_0001(conn: Connection) -> str:
         {"id": run_id},
     )
     for seq in range(5):
+        metrics = _metrics_0001(seq)
+        row = {"id": run_id, "seq": seq, "status": "error" if seq == 4 else "ok", "case": f'{{"M": {2**seq}}}',
+               "key": f"k{seq}", "m": 2**seq}  # fmt: skip
+        if not split_samples:
+            conn.execute(
+                text(
+                    "INSERT INTO results (run_id, host, seq, status, case_params, case_key, m, metrics) "
+                    "VALUES (:id, 'h1', :seq, :status, :case, :key, :m, :metrics)"
+                ),
+                {**row, "metrics": json.dumps(metrics)},
+            )
+            continue
+        samples = {k: m.pop("samples") for k, m in metrics.items() if "samples" in m}
         conn.execute(
             text(
-                "INSERT INTO results (run_id, host, seq, status, case_params, case_key, m, metrics) "
-                "VALUES (:id, 'h1', :seq, :status, :case, :key, :m, :metrics)"
+                "INSERT INTO results (run_id, host, seq, status, case_params, case_key, m, metrics, samples) "
+                "VALUES (:id, 'h1', :seq, :status, :case, :key, :m, :metrics, :samples)"
             ),
-            {"id": run_id, "seq": seq, "status": "error" if seq == 4 else "ok", "case": f'{{"M": {2**seq}}}',
-             "key": f"k{seq}", "m": 2**seq, "metrics": json.dumps(_metrics_0001(seq))},
-        )  # fmt: skip
+            {**row, "metrics": json.dumps(metrics), "samples": json.dumps(samples) if samples else None},
+        )
     return run_id
+
+
+def _seed_0002(conn: Connection) -> str:
+    return _seed_0001(conn, split_samples=True)
 
 
 # One seed per revision that may be the "previous" one. Adding revision N+1 needs nothing new here until
 # revision N+2 arrives; a missing seed fails the test so that nobody skips the check by accident.
-SEEDS: dict[str, Callable[[Connection], str]] = {"0001": _seed_0001}
+SEEDS: dict[str, Callable[[Connection], str]] = {"0001": _seed_0001, "0002": _seed_0002}
 
 
 def _previous_revisions() -> list[str]:
