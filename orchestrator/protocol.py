@@ -6,6 +6,8 @@ One JSON object per line::
 
 ``seq`` is the 0-based line number in the host's spool file (``~/.orch/runs/<run_id>/events.jsonl``), so a
 follower that has ingested up to ``seq`` resumes with ``--from seq+1``, and a corrupted line still has a seq.
+orch counts positions itself and checks each line's ``seq`` against its position (:func:`parse_line`): a line
+whose seq disagrees is stored as a protocol error at its position, never under the seq it claims.
 
 Per type (fields beyond these are kept in ``Event.data`` untouched):
 
@@ -16,13 +18,15 @@ Per type (fields beyond these are kept in ``Event.data`` untouched):
   "p90", "min", "max", "n", "samples"}`` (only ``value`` and ``unit`` required), ``info`` (free-form).
 - ``log``: ``level``, ``message``.
 - ``error``: ``message``, and ``case_index``/``case`` when it belongs to a case.
-- ``done``: ``status`` (``completed|failed|cancelled``), ``counts`` (``results``, ``errors``).
+- ``done``: ``status`` (``completed|failed|cancelled``), ``counts``: ``lines`` (spool lines before ``done``),
+  ``results``, ``errors`` — the agent's own tally, which orch reconciles with what it stored.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,10 +128,13 @@ def error_event(seq: int, message: str, **extra: Any) -> Event:
 
 
 def parse_line(line: str | bytes, *, expected_seq: int) -> Event:
-    """Parse one agent line into an Event; never raises.
+    """Parse one agent line, found at position ``expected_seq`` (0-based) of the spool, into an Event; never raises.
 
-    A line that is not a JSON object, has the wrong protocol version, or lacks ``seq``/``type`` becomes an
-    ``error`` event at ``expected_seq`` (the line's position in the spool) carrying the raw text (first 200 chars).
+    The event's seq is always that position: orch never takes a seq from a line's content. A line that is not a
+    JSON object, has the wrong protocol version, lacks ``seq``/``type``, or whose ``seq`` is not its position (a
+    gap, a duplicate, a reordered or foreign line) becomes an ``error`` event (``kind: protocol``) at that
+    position carrying the reason — the store keeps it as one error row. A mismatched line's ``case`` and
+    ``case_index`` are kept on the error so the row names its case, and ``line_type`` says what it claimed to be.
     Unknown types are returned as they are; the caller logs and skips them.
     """
     text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
@@ -150,6 +157,34 @@ def parse_line(line: str | bytes, *, expected_seq: int) -> Event:
     seq, typ = doc.pop("seq", None), doc.pop("type", None)
     if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(typ, str):
         return error_event(expected_seq, f"agent line {expected_seq} lacks integer 'seq' or 'type'", kind="protocol")
+    if seq != expected_seq:
+        extra: dict[str, Any] = {"kind": "protocol", "line_type": typ}
+        for key in ("case", "case_index"):
+            if key in doc:
+                extra[key] = doc[key]
+        return error_event(
+            expected_seq,
+            f"agent line {expected_seq} ({typ}) claims seq {seq}: a line's seq must be its position in the spool "
+            "(a gap, a duplicate or a reordered line); its content is not trusted",
+            **extra,
+        )
     ts = doc.pop("ts", None)
     ts_f = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
-    return Event(seq=seq, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc)
+    return Event(seq=expected_seq, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc)
+
+
+def oversize_event(position: int, size: int, head: bytes, cap: int) -> Event:
+    """The error event for a spool line of ``size`` bytes, longer than ``cap``, at ``position``; ``head`` is its
+    first bytes, searched for the seq it claims (the rest of the line was never held in memory)."""
+    claimed = _SEQ_IN_HEAD.search(head)
+    seq_text = f" (claiming seq {int(claimed.group(1))})" if claimed else ""
+    return error_event(
+        position,
+        f"agent line {position}{seq_text} is {size:,} bytes, over orch's cap of {cap:,} bytes per line; "
+        "it was not ingested (a tool's large output belongs in the host's run directory, not in an event)",
+        kind="protocol",
+        line_bytes=size,
+    )
+
+
+_SEQ_IN_HEAD = re.compile(rb'"seq"\s*:\s*(-?\d{1,18})')

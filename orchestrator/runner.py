@@ -5,12 +5,16 @@ Per host (all hosts in parallel, a failed host is a value):
 1. connect; ``deploy_host`` (one round trip when the agent is already there); ``agent facts``;
 2. resolve the suite's spec for that host (CUDA or not picks the default preset); check torch imports;
 3. ``agent start`` (detached on the host: it survives SSH dropping) and ``agent follow --from SEQ``;
-4. every line → ``protocol.parse_line`` → results enriched with roofline figures → ``Store.ingest`` (idempotent on
-   (run, host, seq)); a dropped connection reconnects with backoff and follows from the last ingested seq;
-5. at ``done``: host status, plateau, and the run's status (completed / partial / failed / cancelled).
+4. every whole line (``transport.lines``) → an event at its position (``ingest.line_event``: a seq that is not the
+   position, or a line past the cap, is one error event) → results enriched with roofline figures →
+   ``Store.ingest`` (idempotent on (run, host, position)); a dropped connection reconnects with backoff and follows
+   from the last stored position;
+5. at ``done``: the host's verdict from the store (``ingest.host_verdict``: the agent's done counts reconciled with
+   the stored rows), plateau, and the run's status (completed / partial / failed / cancelled) from the store's counts.
 
 Ctrl-C (task cancellation) and ``orch cancel RUN_ID`` stop the remote process groups (``agent cancel``) and mark
-the run cancelled, keeping what was ingested. ``resume`` reattaches to a run's hosts from their last seq.
+the run cancelled, keeping what was ingested. ``resume`` reattaches to every host whose done line is not stored
+(also in a run already ended partial or failed because a host was lost) from its last stored position.
 
 Store calls go through one worker thread (:class:`StoreWriter`): one writer, so SQLite never reports "database is
 locked" to the runner while the API reads.
@@ -29,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from orchestrator.analysis.enrich import enrich_result
+from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
 from orchestrator.analysis.plateau import plateau_start
 from orchestrator.deploy import HostDeploy, deploy_host
@@ -44,13 +48,14 @@ from orchestrator.errors import (
 )
 from orchestrator.facts import host_facts_summary
 from orchestrator.fanout import fanout
+from orchestrator.ingest import HostVerdict, host_verdict, line_event
 from orchestrator.inventory import Host, Inventory
-from orchestrator.protocol import Event, parse_line
+from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
 from orchestrator.suites.command import command_result
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.transport import open_transport
-from orchestrator.transport.base import Transport
+from orchestrator.transport.base import CommandResult, Transport
 
 T = TypeVar("T")
 
@@ -58,6 +63,7 @@ FINAL_RUN_STATUSES = frozenset({"completed", "partial", "failed", "cancelled"})
 BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
 AGENT_EXIT_DEAD = 3
+AGENT_EXIT_NO_RUN = 4
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
 INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
 
@@ -178,6 +184,8 @@ def enrich_event(suite: str, ev: Event, gpu: GpuSpec | None) -> Event:
     ``info``; a result whose metrics are malformed becomes an error event for its case. Other events pass."""
     if ev.type != "result" or ev.case is None:
         return ev
+    if gpu is None and suite not in DERIVING_SUITES:
+        return ev  # nothing to add (the store validates the metrics: a malformed one makes an error row)
     try:
         metrics = ev.metrics()
     except ValueError as exc:
@@ -209,11 +217,15 @@ def agent_argv(host: Host, dep: HostDeploy) -> list[str]:
 
 
 async def agent_json(t: Transport, argv: list[str], *, timeout_s: float = 120) -> dict[str, Any]:
-    res = await t.run(argv, timeout_s=timeout_s, check=False)
+    return res_json(t, await t.run(argv, timeout_s=timeout_s, check=False))
+
+
+def res_json(t: Transport, res: CommandResult) -> dict[str, Any]:
+    """The agent's JSON answer; RemoteCommandError naming the agent command when there is none."""
     try:
         return res.json_object()
     except ValueError as why:
-        raise RemoteCommandError(t.host, argv[1:3], res.exit_status, str(why)) from None
+        raise RemoteCommandError(t.host, list(res.argv[1:3]), res.exit_status, str(why)) from None
 
 
 @dataclass(frozen=True)
@@ -381,8 +393,8 @@ class _HostRun:
         """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any)."""
         lines = t.stream(argv)
         try:
-            async for line in lines:
-                await queue.put(self.enrich(parse_line(line, expected_seq=seq)))
+            async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
+                await queue.put(self.enrich(line_event(line, seq)))
                 seq += 1
         except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)
             await queue.put(_StreamEnd(exc))
@@ -404,6 +416,8 @@ class _HostRun:
         elif ev.type == "result":
             self.results += 1
             obs.case_progress(name, self.results + self.errors, self.total, ev.case)
+        elif ev.type == "error" and ev.data.get("line_type") == "done":
+            return "failed"  # a done line at the wrong position: the end, untrusted (no counts are stored)
         elif ev.type == "error":
             if ev.case is not None:
                 self.errors += 1
@@ -413,26 +427,19 @@ class _HostRun:
             return str(ev.data.get("status", "completed"))
         return None
 
-    async def finish(self, done_status: str) -> HostOutcome:
-        name = self.host.name
-        if done_status == "cancelled":
-            status = "cancelled"
-        elif done_status == "failed" or (self.results == 0 and self.errors > 0):
-            status = "failed"
-        else:
-            status = "partial" if self.errors else "completed"
+    async def finish(self) -> HostOutcome:
+        """Judge the host from the store (``ingest.host_verdict``: the agent's done counts against the stored
+        rows), record the verdict and the analysis, and return the outcome with the store's counts."""
+        name, w = self.host.name, self.r.writer
         info: dict[str, Any] = {"reconnects": self.reconnects}
         if self.m_times:
             p = plateau_start(self.m_times)
             info["plateau"] = {"m": p, "metric": "time_ms", "tol": 0.10}
-        await self.r.writer.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
-        err = f"{self.errors} case(s) failed" if self.errors else None
-        # A host run's stored status is completed/failed/cancelled; "some cases failed" is its error count and
-        # text (the run as a whole is then partial, see run_status).
-        stored = "completed" if status == "partial" else status
-        await self.r.writer.call(self.r.store.finish_host_run, self.r.run_id, name, stored, err)
-        self.r.observer.host_state(name, status, err or "")
-        return HostOutcome(name, status, self.results, self.errors, err)
+        await w.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
+        verdict, results, errors = await self.r.stored_verdict(name)
+        await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error)
+        self.r.observer.host_state(name, verdict.status, verdict.error or "")
+        return HostOutcome(name, verdict.status, results, errors, verdict.error)
 
     async def cancel_remote(self) -> None:
         if self.dep is None or not self.started:
@@ -479,11 +486,23 @@ class Runner:
         )
         return await self._drive(hosts, resume=False)
 
+    async def stored_verdict(self, host: str) -> tuple[HostVerdict, int, int]:
+        """The host's verdict from what the store holds, and its stored result and error counts."""
+        rec = (await self.writer.call(self.store.get_run, self.run_id)).host_run(host)
+        if rec is None:
+            return HostVerdict("failed", "no host run stored"), 0, 0
+        return host_verdict(rec.done_counts, results=rec.results, errors=rec.errors), rec.results, rec.errors
+
     async def resume(self, run_id: str) -> RunOutcome:
-        """Reattach to an unfinished run: follow each unfinished host from its last ingested seq."""
+        """Reattach to a run: follow every host whose ``done`` line is not stored from its last stored position —
+        also in a run already marked partial or failed because a connection was lost — then recompute the
+        run's status. Raises UsageError for a cancelled run, or one whose every host's done line is stored."""
         detail = await self.writer.call(self.store.get_run, run_id)
-        if detail.status in FINAL_RUN_STATUSES:
-            raise UsageError(f"run {detail.id} already finished ({detail.status}); there is nothing to resume",
+        states = await self.writer.call(self.store.host_run_states, run_id)
+        open_hosts = [st.host for st in states if not st.done]
+        if detail.status == "cancelled" or (detail.status in FINAL_RUN_STATUSES and not open_hosts):
+            why = "it was cancelled" if detail.status == "cancelled" else "every host's done line is stored"
+            raise UsageError(f"run {detail.id} already finished ({detail.status}; {why}); there is nothing to resume",
                              f"orch runs show {detail.id}")
         self.run_id = detail.id
         params = detail.params or {}
@@ -508,10 +527,13 @@ class Runner:
         async def one(host: Host) -> HostOutcome:
             hr = runs[host.name]
             st = states.get(host.name)
-            if resume and st is not None and st.status in FINAL_RUN_STATUSES:
-                return HostOutcome(host.name, st.status)
+            if resume and st is not None and st.done:  # nothing left to collect: judged again from the store
+                if st.status == "running":  # orch stopped between storing done and judging the host
+                    return await hr.finish()
+                verdict, results, errors = await self.stored_verdict(host.name)
+                return HostOutcome(host.name, verdict.status, results, errors, verdict.error)
             try:
-                return await self._host(hr, resume=resume)
+                return await self._host(hr, resume=resume, started=st is not None and st.started)
             except OrchError as exc:
                 msg = exc.message.removeprefix(f"{host.name}: ")
                 await self.writer.call(self.store.finish_host_run, self.run_id, host.name, "failed", msg)
@@ -533,23 +555,40 @@ class Runner:
                 msg = o.error.message if o.error else "unknown failure"
                 await self.writer.call(self.store.finish_host_run, self.run_id, o.host.name, "failed", msg)
                 results.append(HostOutcome(o.host.name, "failed", error=msg))
+        stored = await self.writer.call(self.store.get_run, self.run_id)
+        for out in results:  # counts always come from the store, never from what the follower saw go by
+            rec = stored.host_run(out.host)
+            out.results, out.errors = (rec.results, rec.errors) if rec is not None else (0, 0)
         status = run_status(results)
         await self.writer.call(self.store.finish_run, self.run_id, status)
         self.writer.close()
         return RunOutcome(self.run_id, self.req.suite, status, results)
 
-    async def _host(self, hr: _HostRun, *, resume: bool) -> HostOutcome:
+    async def _host(self, hr: _HostRun, *, resume: bool, started: bool = False) -> HostOutcome:
+        """One host's run; with ``resume``, reattach to its agent (``started``: the store says the agent was
+        started there, so a missing spool is an error rather than a run to start now)."""
         name = hr.host.name
         spec, summary = await hr.prepare()
         assert hr.dep is not None and hr.t is not None
         agent = agent_argv(hr.host, hr.dep)
         from_seq = 0
         if resume:
-            status = await agent_json(hr.t, [*agent, "status", self.run_id])
+            res = await hr.t.run([*agent, "status", self.run_id], timeout_s=120, check=False)
+            # exit 4: no such run on the host; anything else unexpected is the agent's error
+            status = {"state": "unknown"} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)
             from_seq = await self.writer.call(self.store.last_seq, self.run_id, name) + 1
             if status.get("state") != "unknown":
                 hr.started = True
-                return await hr.finish(await self._follow_counted(hr, from_seq))
+                self.observer.host_state(name, "reattached", f"collecting from line {from_seq}")
+                await self._follow_counted(hr, from_seq)
+                return await hr.finish()
+            if started:
+                raise HostError(
+                    name,
+                    f"the run's spool is gone on the host (no run {self.run_id} under its orch home): "
+                    f"the lines after the {from_seq} stored cannot be collected",
+                    "if the spool was copied off the host, orch runs import SPOOL --host " + name,
+                )
         await self.writer.call(
             self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha, build_sha=None
         )
@@ -562,7 +601,8 @@ class Runner:
         await agent_json(hr.t, [*agent, "start", "--spec-json", json.dumps({**spec, "facts": hr.facts})])
         hr.started = True
         self.observer.host_state(name, "started")
-        return await hr.finish(await self._follow_counted(hr, from_seq))
+        await self._follow_counted(hr, from_seq)
+        return await hr.finish()
 
     async def _follow_counted(self, hr: _HostRun, from_seq: int) -> str:
         if from_seq > 0:

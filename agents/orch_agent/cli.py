@@ -238,7 +238,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def _counts(lines: list[bytes]) -> dict[str, int]:
     types = [line_type(raw) for raw in lines]
-    return {"results": types.count("result"), "errors": types.count("error")}
+    return {"lines": len(lines), "results": types.count("result"), "errors": types.count("error")}
 
 
 def cmd_status(args: argparse.Namespace) -> int:

@@ -46,6 +46,7 @@ class Spool:
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._known: tuple[int, int, bool] | None = None  # (size, lines, ends_with_newline)
+        self.written = 0  # lines this appender wrote: the agent's own count, reconciled by orch at done
 
     def close(self) -> None:
         if self._fd >= 0:
@@ -77,6 +78,7 @@ class Spool:
             if fsync:
                 os.fsync(self._fd)
             self._known = (os.fstat(self._fd).st_size, seq + 1, True)
+            self.written += 1
             return seq
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)

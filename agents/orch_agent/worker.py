@@ -132,4 +132,5 @@ def run(run_dir: str) -> int:
             flags["interruptible"] = False
             if flags["cancelled"]:
                 status = "cancelled"
-            spool.append("done", fsync=True, status=status, counts=counts)
+            # lines: every line before done (the worker is the spool's only writer until done)
+            spool.append("done", fsync=True, status=status, counts={"lines": spool.written, **counts})

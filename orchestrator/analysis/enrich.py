@@ -140,6 +140,10 @@ def _hbm(metrics: dict[str, Metric], gpu: GpuSpec | None, roof: float | None) ->
     return out
 
 
+DERIVING_SUITES = frozenset({"moe-sweep", "moe-sweep-ep", "hbm-bandwidth"})
+"""The suites whose results get derived metrics here; ``enrich_result`` returns the others' metrics unchanged."""
+
+
 def enrich_result(
     suite: str,
     case: Mapping[str, Any],

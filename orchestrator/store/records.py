@@ -75,11 +75,14 @@ class RunDetail(RunSummary):
 
 @dataclass(frozen=True, kw_only=True)
 class HostRunState:
-    """What ``orch run --resume`` needs per host: follow from ``last_seq + 1`` unless ``status`` is final."""
+    """What ``orch run --resume`` needs per host: follow from ``last_seq + 1`` unless its ``done`` line is stored;
+    ``started``: the agent was started on the host (else there is no spool to reattach to)."""
 
     host: str
     status: str
     last_seq: int
+    done: bool = False
+    started: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

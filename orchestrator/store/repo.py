@@ -34,13 +34,14 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis import roof
 from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict
 from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
+from orchestrator.ingest import done_record
 from orchestrator.protocol import Event
 from orchestrator.store import compute
 from orchestrator.store.models import (
@@ -69,7 +70,7 @@ from orchestrator.store.records import (
     SeriesLine,
     SeriesPoint,
 )
-from orchestrator.store.session import make_engine, read_session, write_session
+from orchestrator.store.session import compact_json, make_engine, read_session, write_session
 
 LOG_MAX_CHARS = 64_000
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -253,9 +254,11 @@ class Store:
         hosts: list[str],
         started_by: str,
         started_on: str,
+        run_id: str | None = None,
     ) -> str:
-        """A new run (status ``running``, UUIDv7 id), one ``pending`` host run per host; returns the id."""
-        run_id = compute.uuid7()
+        """A new run (status ``running``, UUIDv7 id unless ``run_id`` is given: an imported spool's run), one
+        ``pending`` host run per host; returns the id."""
+        run_id = run_id or compute.uuid7()
         now = _now()
         with self._write() as s:
             known = set(s.scalars(select(Host.name).where(Host.name.in_(hosts))))
@@ -338,25 +341,32 @@ class Store:
     def ingest(self, run_id: str, host: str, events: Sequence[Event]) -> int:
         """Store a batch of one host's events; returns the number of result rows newly inserted.
 
-        ``result`` → a result row; ``error`` with a ``case`` → a result row with status ``error``; other
-        errors and ``log`` lines → the host run's error/log text; ``hello`` → facts, agent version,
-        cases_total when not yet known; ``done`` → final counts; ``case_start`` and unknown types are
-        skipped. Events with ``seq <= last_seq`` are skipped. A result whose metrics are malformed is stored
-        as an error row.
+        An event's ``seq`` is its line's position in the host's spool (``protocol.parse_line``). Events at or
+        below the host run's ``last_seq`` are skipped (re-delivered after a reconnect: idempotent); the others
+        must continue it one line at a time — ``last_seq`` only ever advances by one line per event, and a batch
+        that would skip a position raises ValueError (a bug in the caller, nothing of the batch is stored).
+
+        ``result`` → a result row; ``error`` → a result row with status ``error`` (with its case when it has
+        one; a host-level error's text also goes to the host run's error text); ``log`` lines → the host run's
+        log text; ``hello`` → facts, agent version, cases_total when not yet known; ``done`` → the agent's counts
+        and status (``ingest.done_record``); ``case_start`` and unknown types are skipped. A result whose metrics
+        are malformed is stored as an error row.
         """
         with self._write() as s:
             hr = self._host_run(s, run_id, host, lock=True)
-            last = hr.last_seq
+            nxt = hr.last_seq + 1
             rows: list[dict[str, Any]] = []
-            seen: set[int] = set()
-            top = last
             for ev in events:
-                if ev.seq <= last or ev.seq in seen:
+                if ev.seq < nxt:
                     continue
-                seen.add(ev.seq)
-                top = max(top, ev.seq)
+                if ev.seq > nxt:
+                    raise ValueError(
+                        f"ingest for {host} in run {run_id}: position {ev.seq} follows {nxt - 1}; "
+                        "positions must be contiguous"
+                    )
                 self._apply(hr, ev, rows, run_id, host)
-            hr.last_seq = top
+                nxt += 1
+            hr.last_seq = nxt - 1
             if not rows:
                 return 0
             inserted = self._insert_results(s, rows)
@@ -380,7 +390,9 @@ class Store:
 
         PostgreSQL: one ``INSERT .. SELECT FROM json_to_recordset(:rows)`` — a single parameter the server
         parses, instead of psycopg expanding a 15-column VALUES list client-side (that parse was 40% of ingest).
-        SQLite: one ``executemany`` of a compiled INSERT (in-process, no round trips to save).
+        SQLite: one DB-API ``executemany`` of tuples whose JSON and datetime columns are encoded here as
+        SQLAlchemy's types would (``_sqlite_result_rows``): its per-row parameter processing was a third of the
+        ingest of 200 B lines (bench/ingest.py).
         """
         conn = s.connection()
         if self.dialect == "postgresql":
@@ -389,9 +401,8 @@ class Store:
                 r["ts"] = ts.isoformat() if ts is not None else None
             stmt = _pg_insert_results().execution_options(preserve_rowcount=True)  # INSERTs drop it otherwise
             return int(conn.execute(stmt, {"rows": rows}).rowcount)
-        stmt = sqlite.insert(_RESULT_TABLE).on_conflict_do_nothing(index_elements=["run_id", "host", "seq"])
         # sqlite3's executemany sums rowcount; skipped conflicts count 0
-        return int(conn.execute(stmt, rows).rowcount)
+        return int(conn.exec_driver_sql(_SQLITE_INSERT_RESULTS, _sqlite_result_rows(rows)).rowcount)
 
     def _apply(self, hr: HostRun, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str) -> None:
         d = ev.data
@@ -403,9 +414,8 @@ class Store:
                 rows.append(_result_row(run_id, host, ev, "error", {}, None, f"malformed result: {exc}"))
         elif ev.type == "error":
             message = str(d.get("message", "error"))
-            if ev.case is not None:
-                rows.append(_result_row(run_id, host, ev, "error", {}, None, message))
-            else:
+            rows.append(_result_row(run_id, host, ev, "error", {}, None, message))
+            if ev.case is None:
                 hr.error = compute.append_bounded(hr.error, f"[seq {ev.seq}] {message}", LOG_MAX_CHARS)
         elif ev.type == "log":
             line = f"[{d.get('level', 'info')}] {d.get('message', '')}"
@@ -420,8 +430,7 @@ class Store:
             if hr.cases_total is None and total is not None:
                 hr.cases_total = total
         elif ev.type == "done":
-            counts = d.get("counts")
-            hr.done_counts = counts if isinstance(counts, dict) else {}
+            hr.done_counts = done_record(ev)
 
     def last_seq(self, run_id: str, host: str) -> int:
         with self._read() as s:
@@ -432,11 +441,14 @@ class Store:
         with self._read() as s:
             self._run(s, run_id)
             rows = s.execute(
-                select(HostRun.host, HostRun.status, HostRun.last_seq)
+                select(HostRun.host, HostRun.status, HostRun.last_seq, HostRun.done_counts, HostRun.started_at)
                 .where(HostRun.run_id == run_id)
                 .order_by(HostRun.host)
             ).all()
-        return [HostRunState(host=h, status=st, last_seq=ls) for h, st, ls in rows]
+        return [
+            HostRunState(host=h, status=st, last_seq=ls, done=dc is not None, started=sa is not None)
+            for h, st, ls, dc, sa in rows
+        ]
 
     # -- reads -----------------------------------------------------------------------------------------------
 
@@ -851,6 +863,37 @@ def _result_row(
         "error": error,
         "ts": compute.from_unix(ev.ts),
     }
+
+
+_SQLITE_RESULT_COLUMNS = tuple(c.name for c in _RESULT_TABLE.c if c.name != "id")
+_SQLITE_INSERT_RESULTS = (
+    f"INSERT INTO results ({', '.join(_SQLITE_RESULT_COLUMNS)}) VALUES ({', '.join('?' * len(_SQLITE_RESULT_COLUMNS))})"
+    " ON CONFLICT (run_id, host, seq) DO NOTHING"
+)
+_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite DATETIME storage format (naive UTC, see UTCDateTime)
+
+
+def _sqlite_result_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """``_result_row`` dicts as DB-API tuples for SQLite, encoded as the column types would: JSON columns as
+    compact JSON text (``None`` as JSON ``null``, except ``samples`` which is SQL NULL), ``ts`` as naive UTC text.
+    tests/integration/test_store.py checks that the stored rows equal those of SQLAlchemy's own INSERT."""
+    js, utc, fmt = compact_json, timezone.utc, _SQLITE_DATETIME
+    return [
+        (
+            r["run_id"], r["host"], r["seq"], r["case_index"], r["status"], js(r["case_params"]), r["case_key"],
+            r["m"], r["concurrency"], r["size_bytes"], js(r["metrics"]),
+            None if r["samples"] is None else js(r["samples"]), js(r["info"]), r["error"],
+            None if r["ts"] is None else r["ts"].astimezone(utc).strftime(fmt),
+        )  # in _SQLITE_RESULT_COLUMNS order, checked below
+        for r in rows
+    ]  # fmt: skip
+
+
+if _SQLITE_RESULT_COLUMNS != (
+    "run_id", "host", "seq", "case_index", "status", "case_params", "case_key", "m", "concurrency", "size_bytes",
+    "metrics", "samples", "info", "error", "ts",
+):  # fmt: skip
+    raise RuntimeError(f"results columns changed to {_SQLITE_RESULT_COLUMNS}: update _sqlite_result_rows")
 
 
 @functools.cache

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.transport.lines import MAX_LINE_BYTES, Line
+
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
 
 
@@ -64,11 +66,15 @@ class Transport(Protocol):
         """
         ...
 
-    def stream(self, argv: Sequence[str], *, idle_timeout_s: float | None = None) -> AsyncIterator[str]:
-        """Yield stdout lines (without the newline) as they arrive.
+    def stream(
+        self, argv: Sequence[str], *, idle_timeout_s: float | None = None, max_line: int = MAX_LINE_BYTES
+    ) -> AsyncIterator[Line]:
+        """Yield stdout's lines as they arrive: each whole, as bytes without its newline, or, past ``max_line``
+        bytes, as one ``OversizeLine`` (size and head); never a piece of a line (see ``transport.lines``).
+        Bytes after the last newline when the stream ends are not yielded.
 
         At the end raises RemoteCommandError when the exit status is non-zero, ConnectError when the connection
-        drops, CommandTimeout when no line arrived for ``idle_timeout_s`` seconds.
+        drops, CommandTimeout when nothing arrived for ``idle_timeout_s`` seconds.
         """
         ...
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from orchestrator.errors import CommandTimeout, HostError, RemoteCommandError
 from orchestrator.transport.base import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
+from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
 
 
 class LocalTransport:
@@ -65,19 +66,23 @@ class LocalTransport:
             raise RemoteCommandError(self.host, list(argv), res.exit_status, res.stderr)
         return res
 
-    async def stream(self, argv: Sequence[str], *, idle_timeout_s: float | None = None) -> AsyncIterator[str]:
+    async def stream(
+        self, argv: Sequence[str], *, idle_timeout_s: float | None = None, max_line: int = MAX_LINE_BYTES
+    ) -> AsyncIterator[Line]:
         proc = await self._spawn(argv, asyncio.subprocess.DEVNULL)
         assert proc.stdout is not None and proc.stderr is not None
         err_task = asyncio.ensure_future(proc.stderr.read())
+        lines = LineSplitter(max_line)  # chunks, not readline: StreamReader refuses a line past its 64 KiB limit
         try:
             while True:
                 try:
-                    raw = await asyncio.wait_for(proc.stdout.readline(), idle_timeout_s)
+                    chunk = await asyncio.wait_for(proc.stdout.read(STREAM_CHUNK_BYTES), idle_timeout_s)
                 except (asyncio.TimeoutError, TimeoutError):
                     raise CommandTimeout(self.host, list(argv), idle_timeout_s or 0) from None
-                if not raw:
+                if not chunk:
                     break
-                yield raw.decode("utf-8", "replace").rstrip("\n")
+                for line in lines.feed(chunk):
+                    yield line
             status = await proc.wait()
             err = (await err_task).decode("utf-8", "replace")
             if status != 0:

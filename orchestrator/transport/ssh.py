@@ -49,6 +49,7 @@ from orchestrator.errors import (
 )
 from orchestrator.inventory import Host
 from orchestrator.transport.base import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
+from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
 
 BANNER_MAX_BYTES = 8192  # RFC 4253 §4.2 lets a server send other lines before its version line
 
@@ -470,23 +471,29 @@ class SshTransport:
             raise RemoteCommandError(self.host, list(argv), result.exit_status, err)
         return result
 
-    async def stream(self, argv: Sequence[str], *, idle_timeout_s: float | None = None) -> AsyncIterator[str]:
+    async def stream(
+        self, argv: Sequence[str], *, idle_timeout_s: float | None = None, max_line: int = MAX_LINE_BYTES
+    ) -> AsyncIterator[Line]:
         cmd = shlex.join(argv)
         try:
-            proc = await self._conn.create_process(cmd)
+            # bytes, read in chunks and cut by LineSplitter: asyncssh's readline hands back a piece of a line
+            # longer than its receive window (2 MiB) as if it were a line
+            proc = await self._conn.create_process(cmd, encoding=None)
         except (asyncssh.Error, OSError) as exc:
             raise ConnectError(self.host, "closed", f"connection lost starting {argv[0]}: {exc}") from None
+        lines = LineSplitter(max_line)
         try:
             while True:
                 try:
-                    line = await asyncio.wait_for(proc.stdout.readline(), idle_timeout_s)
+                    chunk = await asyncio.wait_for(proc.stdout.read(STREAM_CHUNK_BYTES), idle_timeout_s)
                 except (asyncio.TimeoutError, TimeoutError):
                     raise CommandTimeout(self.host, list(argv), idle_timeout_s or 0) from None
                 except (asyncssh.Error, OSError) as exc:
                     raise ConnectError(self.host, "closed", f"connection lost: {exc}") from None
-                if not line:
+                if not chunk:
                     break
-                yield str(line).rstrip("\n")
+                for line in lines.feed(chunk):
+                    yield line
             try:
                 await asyncio.wait_for(proc.wait_closed(), 10)
             except (asyncio.TimeoutError, TimeoutError, asyncssh.Error, OSError):

@@ -15,7 +15,7 @@ from orchestrator.api.security import check_listen_policy, token_problem
 from orchestrator.errors import ConfigError
 from orchestrator.settings import Settings
 from orchestrator.store.repo import Store
-from tests.integration.conftest import WRITE_TOKEN, result_event, seed
+from tests.integration.conftest import WRITE_TOKEN, hello, result_event, seed
 
 READ_TOKEN = "r" * 8 + "-0123456789abcdef"
 
@@ -206,7 +206,7 @@ def test_compare_runs_sharing_no_case_is_422(api: Api) -> None:
     rid = api.store.create_run(suite="moe-sweep", params={}, preset=None, label="other", hosts=["h1"],
                                started_by="t@box", started_on="box")  # fmt: skip
     api.store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
-    api.store.ingest(rid, "h1", [result_event(i, 2**i, 1.0, E=1) for i in range(1, 3)])
+    api.store.ingest(rid, "h1", [hello(0), *(result_event(i, 2**i, 1.0, E=1) for i in range(1, 3))])
     with api.client() as c:
         r = c.get("/api/v1/compare", params={"base": api.runs["base"], "head": rid})
     assert r.status_code == 422

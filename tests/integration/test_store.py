@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -60,7 +61,9 @@ def test_ingest_idempotent_and_resumable(store: Store) -> None:
     more = [result_event(5, 32, 6.0), Event(seq=6, type="done", data={"counts": {"results": 5, "errors": 0}})]
     assert store.ingest(run_id, "h1", events + more) == 1
     hr = store.get_run(run_id).host_run("h1")
-    assert hr is not None and hr.results == 5 and hr.errors == 0 and hr.done_counts == {"results": 5, "errors": 0}
+    assert hr is not None and hr.results == 5 and hr.errors == 0 and hr.done_counts == {
+        "results": 5, "errors": 0, "status": "completed", "position": 6
+    }
     assert hr.agent_version == "v1" and hr.cases_total == 4
     page = store.results(run_id, host="h1")
     assert page.total == 5 and [r.m for r in page.items] == [2, 4, 8, 16, 32]
@@ -78,7 +81,7 @@ def test_ingest_stores_statistics_and_samples_apart(store: Store) -> None:
     plain = Event(
         seq=2, type="result", ts=1_700_000_002.5, data={"case": {"M": 4}, "metrics": {"x": {"value": 1, "unit": "u"}}}
     )
-    store.ingest(run_id, "h1", [result_event(1, 2, 3.0, gbps=10.0), plain])
+    store.ingest(run_id, "h1", [hello(0), result_event(1, 2, 3.0, gbps=10.0), plain])
     with store.engine.connect() as conn:
         rows = conn.execute(
             select(Result.seq, Result.metrics, Result.samples, Result.info, Result.ts).order_by(Result.seq)
@@ -102,7 +105,7 @@ def test_ingest_stores_statistics_and_samples_apart(store: Store) -> None:
 
 def test_ingest_duplicates_within_batch_and_unique_backstop(store: Store) -> None:
     run_id = _run(store)
-    ev = result_event(3, 8, 2.0)
+    ev = result_event(0, 8, 2.0)
     assert store.ingest(run_id, "h1", [ev, ev]) == 1
     # A racing writer that read an older last_seq: the unique constraint makes the insert a no-op.
     with store.engine.begin() as conn:
@@ -121,13 +124,14 @@ def test_errors_logs_and_unknown_events(store: Store) -> None:
         Event(seq=4, type="result", data={"case": {"M": 1}, "metrics": {"time_ms": {"value": "fast"}}}),
         Event(seq=5, type="case_start", data={"case": {"M": 2}}),
     ]
-    assert store.ingest(run_id, "h1", events) == 2
+    assert store.ingest(run_id, "h1", events) == 3
     hr = store.get_run(run_id).host_run("h1")
-    assert hr is not None and hr.errors == 2 and hr.results == 0 and hr.last_seq == 5
+    assert hr is not None and hr.errors == 3 and hr.results == 0 and hr.last_seq == 5
     assert hr.log == "[info] warming up" and "not JSON" in (hr.error or "")
     errs = store.results(run_id, status="error").items
-    assert [(e.m, e.status) for e in errs] == [(4096, "error"), (1, "error")]
-    assert errs[0].error == "CUDA OOM" and "malformed result" in (errs[1].error or "")
+    assert [(e.seq, e.m, e.status) for e in errs] == [(1, 4096, "error"), (2, None, "error"), (4, 1, "error")]
+    assert errs[0].error == "CUDA OOM" and "malformed result" in (errs[2].error or "")
+    assert errs[1].case == {} and "not JSON" in (errs[1].error or "")  # a protocol error is a row, with its seq
 
 
 def test_finish_and_list_filters(store: Store) -> None:
@@ -168,7 +172,7 @@ def test_not_found_and_bad_ids(store: Store) -> None:
 
 def test_label_and_delete(store: Store) -> None:
     run_id = _run(store)
-    store.ingest(run_id, "h1", [result_event(1, 1, 1.0)])
+    store.ingest(run_id, "h1", [hello(0), result_event(1, 1, 1.0)])
     assert store.set_label(run_id, "nightly").label == "nightly"
     store.delete_run(run_id)
     with pytest.raises(NotFoundError):
@@ -367,3 +371,36 @@ def test_compare_runs_sharing_no_case_is_an_error(store: Store) -> None:
     )
     with pytest.raises(IncomparableError, match="base has 0 cases, head has 3"):
         store.compare(base, head, metric="gbps")  # the metric is in one run only
+
+
+def test_sqlite_ingest_stores_the_rows_sqlalchemys_own_insert_would(tmp_path: Path) -> None:
+    """The SQLite fast path encodes JSON and datetimes itself: byte for byte what the column types would store."""
+    from sqlalchemy import text
+    from sqlalchemy.dialects import sqlite
+
+    from orchestrator.store.models import HostRun
+
+    store = Store.from_url(f"sqlite:///{tmp_path}/o.db")
+    store.upgrade()
+    events = [
+        hello(0),
+        result_event(1, 2, 3.0, gbps=10.0, note="é ✓"),
+        Event(seq=2, type="result", data={"case": {"M": 4}, "metrics": {"x": {"value": 1, "unit": "u"}}}),
+        Event(seq=3, type="error", ts=1_700_000_003.25, data={"message": "OOM", "case": {"M": 8}, "case_index": 2}),
+        Event(seq=4, type="error", data={"message": "agent line 4 claims seq 9", "kind": "protocol"}),
+    ]
+    fast = _run(store, hosts=["h1"])
+    store.ingest(fast, "h1", events)
+    ref = _run(store, hosts=["h1"])
+    rows: list[dict[str, object]] = []
+    dummy = HostRun(run_id=ref, host="h1", status="running", last_seq=-1, results=0, errors=0, info={})
+    for ev in events:  # the reference: the same row dicts through SQLAlchemy's INSERT and column types
+        store._apply(dummy, ev, rows, ref, "h1")
+    with store.engine.begin() as conn:
+        conn.execute(sqlite.insert(Result.__table__), rows)  # type: ignore[arg-type]
+        cols = ", ".join(f"quote({c.name})" for c in Result.__table__.c if c.name not in ("id", "run_id"))
+        got = {rid: conn.execute(text(f"SELECT {cols} FROM results WHERE run_id = :r ORDER BY seq"), {"r": rid}).all()
+               for rid in (fast, ref)}  # fmt: skip
+    assert len(got[fast]) == 4 and got[fast] == got[ref]
+    assert got[fast][2][-1] == "'2023-11-14 22:13:23.250000'"  # ts, naive UTC
+    store.close()

@@ -109,7 +109,7 @@ def test_start_runs_detached_and_follow_streams_everything(home: Path) -> None:
         err.case_index == 1 and err.case == cases[1] and err.data["message"].startswith("RuntimeError: boom")
     )
     assert events[2].metrics()["time_ms"].unit == "ms"
-    assert done.data == {"status": "completed", "counts": {"results": 2, "errors": 1}}
+    assert done.data == {"status": "completed", "counts": {"lines": 7, "results": 2, "errors": 1}}
     st = json.loads(agent(home, "status", "r1").stdout)
     assert st["state"] == "finished" and st["lines"] == 8 and st["done"]["status"] == "completed"
     wait_for(lambda: not pid_alive(started["pid"]))
@@ -182,7 +182,7 @@ def test_cancel_kills_the_whole_group_of_a_wedged_worker(home: Path) -> None:
         lines = (run / "events.jsonl").read_text().splitlines()
         done = json.loads(lines[-1])
         assert done["seq"] == 1 and done["type"] == "done" and done["status"] == "cancelled"
-        assert done["counts"] == {"results": 0, "errors": 0}
+        assert done["counts"] == {"lines": 1, "results": 0, "errors": 0}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

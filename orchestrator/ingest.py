@@ -1,0 +1,97 @@
+"""From a spool line to a stored verdict: positions, reconciliation — pure.
+
+The path is the same for a live run (``runner``), a reattached one (``orch run --resume``) and a copied spool
+(``orch runs import``):
+
+1. the transport hands whole lines (``transport.lines``); the n-th line of the spool is at position n;
+2. :func:`line_event` makes each line an Event *at its position* (``protocol.parse_line``; an oversize line is one
+   error event naming its size), so the store's ``last_seq`` advances one line at a time and ingest is
+   idempotent on (run, host, position);
+3. when the ``done`` line is stored, :func:`host_verdict` compares the agent's own counts (``done.counts``: lines,
+   results, errors) with what the store holds for that host run. ``completed`` means every line the agent wrote
+   is stored and no case failed; any disagreement makes the host ``failed`` with "N results on the host, M stored".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from orchestrator.protocol import Event, oversize_event, parse_line
+from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
+
+
+def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES) -> Event:
+    """The event of the spool line at ``position`` (0-based): parsed, or an error event for an oversize line."""
+    if isinstance(line, OversizeLine):
+        return oversize_event(position, line.size, line.head, cap)
+    return parse_line(line, expected_seq=position)
+
+
+def done_record(ev: Event) -> dict[str, Any]:
+    """What the store keeps of a ``done`` event (``host_runs.done_counts``): the agent's ``counts`` as it sent them
+    (``lines``, ``results``, ``errors``; agents before ``lines`` send only the last two), its ``status`` and the
+    done line's ``position`` in the spool (the number of lines before it)."""
+    counts = ev.data.get("counts")
+    out: dict[str, Any] = dict(counts) if isinstance(counts, dict) else {}
+    out["status"] = str(ev.data.get("status", "completed"))
+    out["position"] = ev.seq
+    return out
+
+
+def _count(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
+
+
+def reconcile(done: Mapping[str, Any], *, done_seq: int, results: int, errors: int) -> list[str]:
+    """Disagreements between the agent's ``done`` counts and the store, as sentences; empty when they agree.
+
+    ``done_seq``: the stored position of the ``done`` line, i.e. the number of lines before it. ``results``,
+    ``errors``: the host run's stored result rows of status ok / error. An agent without ``counts.lines`` is
+    checked on results and errors only; a count that is missing or not a non-negative integer is a disagreement.
+    """
+    problems: list[str] = []
+    if "lines" in done:
+        lines = _count(done.get("lines"))
+        if lines != done_seq:
+            problems.append(f"{done.get('lines')} lines on the host before done, {done_seq} stored")
+    for key, stored in (("results", results), ("errors", errors)):
+        agent = _count(done.get(key))
+        if agent != stored:
+            problems.append(f"{done.get(key, 'no count of')} {key} on the host, {stored} stored")
+    return problems
+
+
+@dataclass(frozen=True)
+class HostVerdict:
+    """A host's end of a run. ``status``: completed | partial (some cases failed) | failed | cancelled."""
+
+    status: str
+    error: str | None = None
+
+    @property
+    def stored_status(self) -> str:
+        """The host run's stored status: a host with some failed cases is stored ``completed`` with its error
+        count and text (the run as a whole is then partial)."""
+        return "completed" if self.status == "partial" else self.status
+
+
+def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int) -> HostVerdict:
+    """The verdict for a host whose spool was followed to its end. ``done``: :func:`done_record` of the stored
+    ``done`` event, None when none was stored (the host did not finish, or its done line was not trusted);
+    ``results``/``errors``: the host run's stored counts."""
+    if done is None:
+        return HostVerdict("failed", "the agent's done line was not stored: the host's end of the run is unknown")
+    if done.get("status") == "cancelled":
+        return HostVerdict("cancelled")
+    position = done.get("position")
+    done_seq = position if isinstance(position, int) else -1
+    problems = reconcile(done, done_seq=done_seq, results=results, errors=errors)
+    if problems:
+        return HostVerdict("failed", "; ".join(problems) + " (the store does not hold what the agent wrote)")
+    if done.get("status") == "failed" or (results == 0 and errors > 0):
+        return HostVerdict("failed", f"{errors} case(s) failed" if errors else "the agent reported failure")
+    if errors:
+        return HostVerdict("partial", f"{errors} case(s) failed")
+    return HostVerdict("completed")
