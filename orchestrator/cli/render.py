@@ -639,3 +639,16 @@ def projection(rec: Any) -> None:
         for r in rec.rows["checked"]:
             ct.add_row(str(r["M"]), _fmt(r["predicted_ms"]), _fmt(r["measured_ms"]), f"{r['error_pct']:+.1f}")
         c.print(ct)
+
+def import_outcome(o: Any) -> None:
+    """After ``orch runs import``: what was stored, and the host's verdict."""
+    colour = {"completed": "green", "partial": "yellow"}.get(o.status, "red")
+    c = console()
+    c.print(
+        f"{escape(o.path)}: {o.lines} lines, {o.new_lines} newly stored, into run [bold]{o.run_id}[/bold] "
+        f"{escape(o.suite)} ({'new' if o.created_run else 'existing'}) host {escape(o.host)}: "
+        f"[{colour}]{o.status}[/{colour}] — {o.results} results, {o.errors} errors stored; run {o.run_status}",
+        soft_wrap=True,
+    )
+    if o.error:
+        c.print(f"[{colour}]{escape(o.host)}: {escape(o.error)}[/{colour}]", soft_wrap=True)

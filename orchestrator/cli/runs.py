@@ -1,4 +1,4 @@
-"""``orch runs list|show RUN_ID|compare BASE HEAD``: stored runs as rich tables or ``--json``."""
+"""``orch runs list|show RUN_ID|compare BASE HEAD|import SPOOL``: stored runs as rich tables or ``--json``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import render
+from orchestrator.cli import render, runs_import
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.store.records import RunFilter
@@ -43,6 +43,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 
 SHOW_MAX_RESULTS = 100_000
+app.command("import")(runs_import.import_spool)
 
 
 @contextmanager

@@ -1,6 +1,7 @@
 """Replays the real event streams of the GPU run on the lent H200 (2026-11-29, see docs/results/h200.md) —
-the agent's spool files as written there — through the runner's enrichment, the store's ingest, the analysis and
-the store's queries, on SQLite and PostgreSQL, and checks the figures that run printed."""
+the agent's spool files as written there — through ``orch runs import`` (the runner's enrichment, the store's
+ingest, the reconciliation), the analysis and the store's queries, on SQLite and PostgreSQL, and checks the figures
+that run printed."""
 
 from __future__ import annotations
 
@@ -12,31 +13,27 @@ from orchestrator.analysis.plateau import plateau_start
 from orchestrator.facts import host_facts_summary
 from orchestrator.inventory import Host
 from orchestrator.protocol import parse_line
-from orchestrator.runner import enrich_event, gpu_spec_for
+from orchestrator.spool_import import import_spool
 from orchestrator.store.repo import Store
+from orchestrator.suites.registry import builtin_registry
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 HOST = Host(name="h200-0", group="h200")
 
 
 def _replay(store: Store, kind: str, suite: str) -> str:
-    lines = (FIX / kind / "events.jsonl").read_text().splitlines()
-    events = [parse_line(line, expected_seq=i) for i, line in enumerate(lines)]
-    assert [e.type for e in events][0] == "hello" and events[-1].type == "done"
-    summary = host_facts_summary(events[0].data["facts"])
-    gpu = gpu_spec_for(HOST, summary, "cuda")
-    assert gpu is not None and gpu.key == "h200"
-    rid = store.create_run(suite=suite, params={}, preset=None, label=kind, hosts=[HOST.name],
-                           started_by="replay@test", started_on="test")  # fmt: skip
-    store.start_host_run(rid, HOST.name, facts=summary, agent_version=events[0].data["agent_version"],
-                         build_sha=None)  # fmt: skip
-    assert store.ingest(rid, HOST.name, [enrich_event(suite, e, gpu) for e in events]) == len(
-        [e for e in events if e.type == "result"]
-    )
-    assert store.ingest(rid, HOST.name, [enrich_event(suite, e, gpu) for e in events]) == 0  # idempotent
-    store.finish_host_run(rid, HOST.name, "completed")
-    store.finish_run(rid, "completed")
-    return rid
+    """``orch runs import`` of the recorded spool (twice: the second stores nothing), as for an air-gapped host."""
+    spool = FIX / kind / "events.jsonl"
+    lines = spool.read_text().splitlines()
+    first = import_spool(store, spool, host=HOST.name, registry=builtin_registry())
+    assert (first.suite, first.status, first.run_status, first.created_run) == (suite, "completed", "completed", True)
+    assert first.lines == first.new_lines == len(lines)
+    assert first.results == sum('"type":"result"' in line for line in lines) and first.errors == 0
+    again = import_spool(store, spool, host=HOST.name, registry=builtin_registry())
+    assert (again.new_lines, again.results, again.status, again.created_run) == (0, first.results, "completed", False)
+    rec = store.get_run(first.run_id).host_run(HOST.name)
+    assert rec is not None and rec.facts is not None and rec.facts["gpu_name"] == "NVIDIA H200"
+    return first.run_id
 
 
 def test_h200_facts_name_the_gpu() -> None:

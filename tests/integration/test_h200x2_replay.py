@@ -11,24 +11,22 @@ import pytest
 from orchestrator.facts import host_facts_summary
 from orchestrator.inventory import Host
 from orchestrator.protocol import parse_line
-from orchestrator.runner import enrich_event, gpu_spec_for
+from orchestrator.spool_import import import_spool
 from orchestrator.store.repo import Store
+from orchestrator.suites.registry import builtin_registry
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "h200x2"
 HOST = Host(name="h200-0", group="h200")
 
 
 def _ingest(store: Store, suite: str) -> str:
-    lines = (FIX / suite / "events.jsonl").read_text().splitlines()
-    events = [parse_line(line, expected_seq=i) for i, line in enumerate(lines)]
-    summary = host_facts_summary(events[0].data["facts"])
+    """``orch runs import`` of the recorded spool: the same path as a live run's follow loop."""
+    spool = FIX / suite / "events.jsonl"
+    summary = host_facts_summary(parse_line(spool.read_text().splitlines()[0], expected_seq=0).data["facts"])
     assert summary["gpu_count"] == 2 and len(set(summary["gpu_uuids"])) == 2
-    gpu = gpu_spec_for(HOST, summary, "cuda")
-    rid = store.create_run(suite=suite, params={}, preset=None, label=suite, hosts=[HOST.name],
-                           started_by="replay@test", started_on="test")  # fmt: skip
-    store.start_host_run(rid, HOST.name, facts=summary, agent_version="replay", build_sha=None)
-    store.ingest(rid, HOST.name, [enrich_event(suite, e, gpu) for e in events])
-    return rid
+    out = import_spool(store, spool, host=HOST.name, registry=builtin_registry())
+    assert (out.suite, out.status, out.errors) == (suite, "completed", 0), out
+    return out.run_id
 
 
 def test_allreduce_rows_follow_nccl_tests_definitions(store: Store) -> None:

@@ -1,0 +1,209 @@
+"""``orch runs import SPOOL [--host NAME]``: ingest a host's ``events.jsonl`` copied off a machine orch cannot reach
+(an air-gapped node, or a spool kept from an earlier run) through the same path as a live run.
+
+The same steps as the runner's follow loop: whole lines (``transport.lines.LineSplitter`` over the file, so a line
+longer than the cap is one error row and memory stays bounded), each line an event at its position
+(``ingest.line_event``), the runner's enrichment (command suites' parsers, roofline figures), ``Store.ingest``
+(idempotent on (run, host, position): importing twice, or a spool orch already followed in part, stores each line
+once), and at the ``done`` line the same reconciliation (``ingest.host_verdict``) and run status.
+
+The run is the one named by the spool's ``hello`` (its ``run_id``); it is created when the store does not hold it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from orchestrator.errors import UsageError
+from orchestrator.facts import host_facts_summary
+from orchestrator.ingest import host_verdict, line_event
+from orchestrator.inventory import Host, Inventory
+from orchestrator.protocol import Event
+from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
+from orchestrator.store.repo import RUN_ID_RE, Store
+from orchestrator.suites.command import command_result
+from orchestrator.suites.registry import Registry, get_suite
+from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
+
+
+@dataclass
+class ImportOutcome:
+    """What an import did. ``lines``: whole lines in the file; ``new_lines``: of those, stored now (the others
+    were already stored); ``status``: the host's verdict (completed | partial | failed | cancelled), or
+    ``unfinished`` when the spool has no ``done`` line; ``results``/``errors``: the store's counts for the host."""
+
+    path: str
+    run_id: str
+    suite: str
+    host: str
+    created_run: bool
+    lines: int
+    new_lines: int
+    status: str
+    run_status: str
+    results: int
+    errors: int
+    error: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _lines(path: Path, splitter: LineSplitter) -> Iterator[Line]:
+    """Whole lines of the file as the transports cut them; an unfinished last line stays in ``splitter``."""
+    with open(path, "rb") as f:
+        while chunk := f.read(STREAM_CHUNK_BYTES):
+            yield from splitter.feed(chunk)
+
+
+def _hello(path: Path, first: Line | None) -> Event:
+    where = f"{path}:1"
+    if first is None:
+        raise UsageError(f"{path} is empty: not an orch agent spool", "pass a host's events.jsonl")
+    ev = line_event(first, 0)
+    if ev.type != "hello":
+        raise UsageError(
+            f"{where}: not an orch agent spool (the first line is not a hello event: "
+            f"{ev.data.get('message', ev.type)})",
+            "pass a host's events.jsonl, as the agent writes it under <orch_home>/runs/<run_id>/",
+        )
+    return ev
+
+
+def import_spool(
+    store: Store,
+    path: Path,
+    *,
+    host: str | None,
+    registry: Registry,
+    inventory: Inventory | None = None,
+    cap: int = MAX_LINE_BYTES,
+) -> ImportOutcome:
+    """Import one host's spool file into ``store``. Raises UsageError for a missing or foreign file, a run id
+    that is not orch's, an unknown suite, or a host that cannot be told (give ``host``)."""
+    if not path.is_file():
+        raise UsageError(f"no spool file at {path}", "pass the path of a host's events.jsonl copied off the host")
+    splitter = LineSplitter(cap)
+    lines = _lines(path, splitter)
+    hello = _hello(path, next(lines, None))
+    run_id, suite = hello.data.get("run_id"), hello.data.get("suite")
+    if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
+        raise UsageError(f"{path}:1: the hello names run {run_id!r}, not an orch run id",
+                         "import spools written by orch's agent (a run id is a UUID)")  # fmt: skip
+    if not isinstance(suite, str):
+        raise UsageError(f"{path}:1: the hello names no suite", "import a spool of a run that started its suite")
+    suite_def = get_suite(suite, registry)  # SuiteError for an unknown suite (a user suite needs --suite-dir)
+    existing = _existing_hosts(store, run_id)
+    name = _host_name(path, host, existing)
+    inv_host = next((h for h in inventory.hosts if h.name == name), None) if inventory is not None else None
+    host_obj = inv_host or Host(name=name, group=_stored_group(store, name))
+    raw_facts = hello.data.get("facts")
+    facts: dict[str, Any] = raw_facts if isinstance(raw_facts, dict) else {}
+    summary = host_facts_summary(facts)
+    created = existing is None
+    if existing is None:
+        store.create_run(suite=suite, params={"imported_from": str(path)}, preset=None, label=None, hosts=[name],
+                         started_by="orch runs import", started_on=str(path), run_id=run_id)  # fmt: skip
+    elif name not in existing:
+        raise UsageError(f"run {run_id} has no host {name!r} (its hosts: {', '.join(existing)})",
+                         "name one of them with --host")  # fmt: skip
+    if not {s.host: s for s in store.host_run_states(run_id)}[name].started:
+        agent_version = hello.data.get("agent_version")
+        store.start_host_run(run_id, name, facts=summary, build_sha=None,
+                             agent_version=agent_version if isinstance(agent_version, str) else "unknown")  # fmt: skip
+    torch = facts.get("torch")
+    device = "cuda" if isinstance(torch, dict) and torch.get("cuda_available") else "cpu"
+    gpu = gpu_spec_for(host_obj, summary, device)
+
+    def enrich(ev: Event) -> Event:
+        if suite_def.command is not None:
+            ev = command_result(suite_def.command, ev, host_obj.group)
+        return enrich_event(suite, ev, gpu)
+
+    last = store.last_seq(run_id, name)
+    batch: list[Event] = [hello] if last < 0 else []
+    count, new, after_done, done_at = 1, len(batch), 0, None
+    for raw in lines:
+        pos = count
+        count += 1
+        if done_at is not None:
+            after_done += 1  # never ingested: the agent writes nothing after done
+            continue
+        ev = line_event(raw, pos, cap=cap)
+        if ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done"):
+            done_at = pos
+        if pos <= last:
+            continue
+        batch.append(enrich(ev))
+        new += 1
+        if len(batch) >= INGEST_BATCH_MAX:
+            store.ingest(run_id, name, batch)
+            batch = []
+    if batch:
+        store.ingest(run_id, name, batch)
+    detail = store.get_run(run_id)
+    rec = detail.host_run(name)
+    assert rec is not None
+    notes = [f"{after_done} line(s) after the done line were not imported"] if after_done else []
+    if splitter.pending:
+        notes.append(f"{splitter.pending} bytes of an unfinished last line were left out")
+    if rec.done_counts is None:
+        why = "the spool has no done line: the run had not finished on the host when it was copied"
+        if done_at is not None:
+            why = f"the done line (line {done_at}) is not at its position; the host's end of the run is unknown"
+        return ImportOutcome(str(path), run_id, suite, name, created, count, new, "unfinished", detail.status,
+                             rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
+    verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors)
+    if rec.status != verdict.stored_status or (verdict.error and verdict.error not in (rec.error or "")):
+        store.finish_host_run(run_id, name, verdict.stored_status, verdict.error)
+    error = "; ".join([verdict.error, *notes] if verdict.error else notes) or None
+    return ImportOutcome(str(path), run_id, suite, name, created, count, new, verdict.status,
+                         _run_status(store, run_id), rec.results, rec.errors, error)  # fmt: skip
+
+
+def _existing_hosts(store: Store, run_id: str) -> list[str] | None:
+    from orchestrator.errors import NotFoundError
+
+    try:
+        return store.get_run(run_id).hosts
+    except NotFoundError:
+        return None
+
+
+def _host_name(path: Path, host: str | None, existing: list[str] | None) -> str:
+    if host:
+        return host
+    if existing is not None and len(existing) == 1:
+        return existing[0]
+    raise UsageError(
+        f"which host wrote {path}? " + (f"run has hosts {', '.join(existing)}" if existing else "the run is new"),
+        f"orch runs import {path} --host NAME",
+    )
+
+
+def _stored_group(store: Store, name: str) -> str:
+    for rec in store.list_hosts():
+        if rec.name == name:
+            return rec.group or ""
+    return ""
+
+
+def _run_status(store: Store, run_id: str) -> str:
+    """Recompute the run's status when every host run has ended (done stored, or failed/cancelled); else keep it."""
+    detail = store.get_run(run_id)
+    outcomes: list[HostOutcome] = []
+    for rec in detail.host_runs:
+        if rec.done_counts is not None:
+            v = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors)
+            outcomes.append(HostOutcome(rec.host, v.status, rec.results, rec.errors))
+        elif rec.status in ("failed", "cancelled"):
+            outcomes.append(HostOutcome(rec.host, rec.status, rec.results, rec.errors))
+        else:
+            return detail.status
+    status = run_status(outcomes)
+    if status != detail.status:
+        store.finish_run(run_id, status)
+    return status
