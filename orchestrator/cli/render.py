@@ -640,6 +640,7 @@ def projection(rec: Any) -> None:
             ct.add_row(str(r["M"]), _fmt(r["predicted_ms"]), _fmt(r["measured_ms"]), f"{r['error_pct']:+.1f}")
         c.print(ct)
 
+
 def import_outcome(o: Any) -> None:
     """After ``orch runs import``: what was stored, and the host's verdict."""
     colour = {"completed": "green", "partial": "yellow"}.get(o.status, "red")
