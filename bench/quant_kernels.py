@@ -128,8 +128,10 @@ def main() -> int:
         counts = r["counts"].tolist()
         mx = max(counts)
         variants = [("dot", mq.block_m_for(mx))]
-        if mx <= 16:  # as moe_gemm: the CUDA-core variant too when experts get few rows; the faster one counts
+        if mx <= 16:  # as moe_gemm: the CUDA-core variants too when experts get few rows; the fastest counts
             variants.insert(0, ("fma", min(4, 1 << (mx - 1).bit_length())))
+        if mx <= 4:
+            variants.insert(0, ("gemv", 1))
         times = {
             v: _time_layer(torch, a, m, r, group, v, bm, w13, s13, w2, s2, profile=m == a.profile) for v, bm in variants
         }

@@ -63,6 +63,7 @@ TOLERANCE = {"bf16": 3e-2, "fp16": 5e-3, "fp32": 1e-3, "fp8": 8e-2, "int4": 3e-2
 QUANT_CHUNK = 16  # experts generated and quantized at a time (bounds the fp32 temporaries)
 FMA_MAX_ROWS = 16  # int4: also try the CUDA-core kernel when no expert gets more rows than this
 FMA_BLOCK_M = 4  # its rows per tile (a [BLOCK_M, GROUP, BLOCK_N] fp32 product must fit in registers)
+GEMV_MAX_ROWS = 4  # int4: also try the one-row-per-program kernel when no expert gets more rows than this
 PICK_CALLS = 5  # eager calls timed per int4 kernel variant when choosing
 CHECK_TOKENS = 8
 HEADROOM_BYTES = 2 * GiB
@@ -300,6 +301,9 @@ def _choose_impl(torch: Any, fmt: str, want: str, device: str) -> tuple[str, str
     return fallback, f"per-expert loop because {reason}"
 
 
+VARIANT_TEXT = {"dot": "tensor-core tl.dot", "fma": "CUDA-core FMA", "gemv": "CUDA-core GEMV, one row per program"}
+
+
 def _pick_variant(torch: Any, variants: list, chosen: dict[str, Any], call: Any) -> dict[tuple, float]:
     """Time each (variant, BLOCK_M) of the int4 kernel eagerly (after two untimed calls that also autotune
     it), keep the fastest in ``chosen``; returns ms per call of each."""
@@ -449,6 +453,8 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
         variants = [("dot", mq.block_m_for(max_rows))]
         if max_rows <= FMA_MAX_ROWS:
             variants.insert(0, ("fma", min(FMA_BLOCK_M, 1 << (max_rows - 1).bit_length())))
+        if max_rows <= GEMV_MAX_ROWS:
+            variants.insert(0, ("gemv", 1))
         tile_maps = {v: mq.tile_map(torch, counts, bm, device) for v, bm in variants}
         # CUDA: autotuned; Triton's CPU interpreter (TRITON_INTERPRET=1, tests): fixed blocks, fp32 dots
         kern: dict[str, Any] = (
@@ -511,7 +517,7 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     if impl == "triton_w4a16_grouped":
         info["kernel"] = (
             f"Triton W4A16 grouped GEMM (moe_quant), variant {chosen['variant']} "
-            f"({'tensor-core tl.dot' if chosen['variant'] == 'dot' else 'CUDA-core FMA'}), "
+            f"({VARIANT_TEXT[chosen['variant']]}), "
             f"BLOCK_M={chosen['block_m']}, {tile_maps[chosen['variant']][3]} row tiles per GEMM (tile map built "
             "with the routing, outside the timed region)"
             + (", BLOCK_N/BLOCK_K/warps/stages autotuned" if device == "cuda" else ", Triton CPU interpreter")

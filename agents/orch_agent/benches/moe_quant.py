@@ -239,6 +239,61 @@ def _kernels() -> dict[str, Any]:
             mask=m_mask[:, None] & n_mask[None, :],
         )
 
+    @triton.jit
+    def w4a16_grouped_gemv(
+        x_ptr,
+        w_ptr,
+        s_ptr,
+        y_ptr,
+        tile_expert_ptr,
+        tile_start_ptr,
+        tile_end_ptr,
+        N,
+        HALF_K,
+        stride_xm,
+        stride_wg,
+        stride_wk,
+        stride_sg,
+        stride_sk,
+        stride_ym,
+        GROUP: tl.constexpr,
+        BLOCK_M: tl.constexpr,
+        BLOCK_N: tl.constexpr,
+        BLOCK_K: tl.constexpr,
+        DOT_F32: tl.constexpr = False,
+    ):
+        # One row per program (BLOCK_M = 1, decode): a [GROUP, BLOCK_N] fp32 accumulator takes x[k]·q[k, n]·s
+        # element by element, and the sum over k happens once at the end, so the inner loop needs no data
+        # exchange between threads (the tl.dot and FMA variants reduce, or round-trip through shared memory,
+        # once per group).
+        pid_t = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        g = tl.load(tile_expert_ptr + pid_t).to(tl.int64)
+        row = tl.load(tile_start_ptr + pid_t).to(tl.int64)
+        rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        rg = tl.arange(0, GROUP)
+        n_mask = rn < N
+        w_base = w_ptr + g * stride_wg + rn[None, :]
+        s_base = s_ptr + g * stride_sg + rn
+        x_row = x_ptr + row * stride_xm
+        acc = tl.zeros((GROUP, BLOCK_N), dtype=tl.float32)
+        HALF_GROUPS = HALF_K // GROUP
+        for kb in range(0, HALF_K, BLOCK_K):
+            for j in tl.static_range(BLOCK_K // GROUP):
+                k0 = kb + j * GROUP
+                kk = k0 + rg
+                packed = tl.load(w_base + kk[:, None].to(tl.int64) * stride_wk, mask=n_mask[None, :], other=0)
+                s_lo = tl.load(s_base + (k0 // GROUP) * stride_sk, mask=n_mask, other=0.0).to(tl.float32)
+                s_hi = tl.load(s_base + (k0 // GROUP + HALF_GROUPS) * stride_sk, mask=n_mask, other=0.0).to(
+                    tl.float32
+                )
+                x_lo = tl.load(x_row + kk).to(tl.float32)
+                x_hi = tl.load(x_row + kk + HALF_K).to(tl.float32)
+                q_lo = (packed & 0xF).to(tl.float32) - 8.0
+                q_hi = (packed >> 4).to(tl.float32) - 8.0
+                acc += (q_lo * x_lo[:, None]) * s_lo[None, :] + (q_hi * x_hi[:, None]) * s_hi[None, :]
+        tl.store(y_ptr + row * stride_ym + rn, tl.sum(acc, axis=0).to(tl.bfloat16), mask=n_mask)
+
     configs = [
         triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st)
         for bn, bk, w, st in (
@@ -283,10 +338,33 @@ def _kernels() -> dict[str, Any]:
     tuned = triton.autotune(
         configs=configs, key=["N", "HALF_K", "BLOCK_M"], prune_configs_by={"early_config_prune": prune}
     )(w4a16_grouped)
+    gemv_configs = [
+        triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=st)
+        for bn, bk, w, st in (
+            (64, 128, 4, 3),
+            (128, 128, 4, 3),
+            (256, 128, 8, 3),
+            (128, 256, 4, 2),
+            (256, 256, 8, 2),
+            (64, 256, 4, 4),
+        )
+    ]
+    tuned_gemv = triton.autotune(
+        configs=gemv_configs, key=["N", "HALF_K", "BLOCK_M"], prune_configs_by={"early_config_prune": prune}
+    )(w4a16_grouped_gemv)
     tuned_fma = triton.autotune(
         configs=fma_configs, key=["N", "HALF_K", "BLOCK_M"], prune_configs_by={"early_config_prune": prune}
     )(w4a16_grouped_fma)
-    _KERNELS.update({"plain": w4a16_grouped, "tuned": tuned, "plain_fma": w4a16_grouped_fma, "tuned_fma": tuned_fma})
+    _KERNELS.update(
+        {
+            "plain": w4a16_grouped,
+            "tuned": tuned,
+            "plain_fma": w4a16_grouped_fma,
+            "tuned_fma": tuned_fma,
+            "plain_gemv": w4a16_grouped_gemv,
+            "tuned_gemv": tuned_gemv,
+        }
+    )
     return _KERNELS
 
 
@@ -354,17 +432,20 @@ def w4a16_grouped_mm(
         def grid(meta: dict[str, Any]) -> tuple[int, int]:
             return (n_tiles, (N + meta["BLOCK_N"] - 1) // meta["BLOCK_N"])
 
-        k["tuned" if variant == "dot" else "tuned_fma"][grid](*args, GROUP=group, BLOCK_M=block_m)
+        k[_KERNEL_NAMES[variant][1]][grid](*args, GROUP=group, BLOCK_M=block_m)
     else:
-        k["plain" if variant == "dot" else "plain_fma"][(n_tiles, (N + block_n - 1) // block_n)](
+        k[_KERNEL_NAMES[variant][0]][(n_tiles, (N + block_n - 1) // block_n)](
             *args, GROUP=group, BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, DOT_F32=dot_f32
         )
     return out
 
 
+_KERNEL_NAMES = {"dot": ("plain", "tuned"), "fma": ("plain_fma", "tuned_fma"), "gemv": ("plain_gemv", "tuned_gemv")}
+
+
 def tuned_config(variant: str, block_m: int) -> list[str]:
     """The autotuner's chosen configs for ``variant`` at ``block_m`` (one per GEMM shape), as text."""
-    k = _KERNELS.get("tuned" if variant == "dot" else "tuned_fma")
+    k = _KERNELS.get(_KERNEL_NAMES[variant][1])
     out = []
     for key, cfg in getattr(k, "cache", {}).items():
         if len(key) >= 3 and key[2] == block_m:
