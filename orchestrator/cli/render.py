@@ -333,7 +333,30 @@ def run_detail(run: Any, results: list[Any]) -> None:
         hr = run.host_run(host)
         plateau = _plateau(hr.info) if hr is not None else None
         title = f"{host}" + (f" — plateau from M={plateau}" if plateau is not None else "")
-        c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
+        if run.suite == "overheads":
+            c.print(_items_table(title, rows))
+        else:
+            c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
+
+
+def _items_table(title: str, rows: list[Any]) -> Any:
+    """One row per metric (the overheads suite: one result holding every item), then the skipped items."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    for col in ("item", "median", "p10", "p90", "unit"):
+        t.add_column(col, justify="left" if col in ("item", "unit") else "right")
+    for r in rows:
+        if r.status != "ok":
+            t.add_row("error", "-", "-", "-", f"[red]{escape(r.error or '')}[/red]")
+            continue
+        for name, m in r.metrics.items():
+            t.add_row(name, _fmt(m.get("median", m.get("value"))), _fmt(m.get("p10")), _fmt(m.get("p90")),
+                      str(m.get("unit", "")))  # fmt: skip
+        for name, why in ((r.info or {}).get("skipped") or {}).items():
+            t.add_row(name, "skipped", "", "", escape(str(why)))
+    return t
 
 
 def _moe_table(title: str, rows: list[Any]) -> Any:

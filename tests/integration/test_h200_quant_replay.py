@@ -191,3 +191,17 @@ def test_api_serves_projections(
         assert c.get("/api/v1/projections", params={"target": "B 300"}).status_code == 422
         missing = c.get("/api/v1/projections/01a22b5b-0000-7000-8000-000000000000")
         assert missing.status_code == 404 and "no projection" in missing.json()["detail"]
+
+
+def test_runs_show_lists_overheads_one_item_per_row(
+    store: Store, runs: dict[str, str], db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "150")
+    with pytest.raises(SystemExit) as exc:
+        main(["--db", db_url, "runs", "show", runs["overheads"]])
+    assert exc.value.code == 0
+    lines = capsys.readouterr().out.splitlines()
+    row = next(line for line in lines if "graph_node_us" in line)
+    assert "0.89" in row and "us" in row
+    skipped = next(line for line in lines if "allreduce_us" in line)
+    assert "skipped" in skipped and "1 GPU on this host" in skipped
