@@ -502,7 +502,7 @@ class Runner:
         open_hosts = [st.host for st in states if not st.done]
         if detail.status == "cancelled" or (detail.status in FINAL_RUN_STATUSES and not open_hosts):
             why = "it was cancelled" if detail.status == "cancelled" else "every host's done line is stored"
-            raise UsageError(f"run {detail.id} already finished ({detail.status}; {why}); there is nothing to resume",
+            raise UsageError(f"run {detail.id} already finished ({detail.status}): {why}; there is nothing to resume",
                              f"orch runs show {detail.id}")
         self.run_id = detail.id
         params = detail.params or {}
