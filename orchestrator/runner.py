@@ -56,6 +56,7 @@ from orchestrator.suites.command import command_result
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import CommandResult, Transport
+from orchestrator.version import version_info
 
 T = TypeVar("T")
 
@@ -484,6 +485,7 @@ class Runner:
             started_by=f"{getpass.getuser()}@{socket.gethostname()}",
             started_on=socket.gethostname(),
         )
+        await self.writer.call(self.store.set_run_info, self.run_id, {"orch": version_info().as_dict()})
         return await self._drive(hosts, resume=False)
 
     async def stored_verdict(self, host: str) -> tuple[HostVerdict, int, int]:

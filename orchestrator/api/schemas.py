@@ -21,10 +21,24 @@ class Detail(BaseModel):
     detail: str | list[Any]
 
 
+class VersionOut(BaseModel):
+    """This orch (``orch --version``): ``commit`` is the full git sha (None when not built from git)."""
+
+    version: str
+    commit: str | None
+    commit_source: str | None = Field(description="'build' (recorded in the wheel), 'checkout' (git) or null")
+    dirty: bool | None
+    python: str
+    asyncssh: str | None
+    sqlalchemy: str | None
+    agent_sha256: str = Field(description="sha256 of the agent.pyz this orch deploys (hex)")
+
+
 class Health(BaseModel):
     status: str
     database: str
     schema_revision: str | None
+    orch: VersionOut
 
 
 class HostOut(_Out):

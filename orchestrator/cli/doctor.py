@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import render
+from orchestrator.cli import complete, render
 from orchestrator.cli.context import app_context
 from orchestrator.doctor import DoctorOptions, run_doctor_sync
 
@@ -14,7 +14,9 @@ from orchestrator.doctor import DoctorOptions, run_doctor_sync
 def doctor(
     ctx: typer.Context,
     hosts: Annotated[
-        str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")
+        str | None, typer.Option(
+            "--hosts", "-H", help="Group, host, glob or comma list (default: all).", autocompletion=complete.selectors
+        )
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     timeout: Annotated[

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from orchestrator import trust
-from orchestrator.cli import render
+from orchestrator.cli import complete, render
 from orchestrator.cli.context import app_context
 
 app = typer.Typer(
@@ -20,7 +20,9 @@ app = typer.Typer(
 def list_hosts(
     ctx: typer.Context,
     hosts: Annotated[
-        str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")
+        str | None, typer.Option(
+            "--hosts", "-H", help="Group, host, glob or comma list (default: all).", autocompletion=complete.selectors
+        )
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
@@ -35,7 +37,7 @@ def list_hosts(
 @app.command("trust")
 def trust_host(
     ctx: typer.Context,
-    host: Annotated[str, typer.Argument(help="Inventory host name.")],
+    host: Annotated[str, typer.Argument(help="Inventory host name.", autocompletion=complete.host_names)],
     fingerprint: Annotated[
         str | None,
         typer.Option("--fingerprint", help="Expected key fingerprint, SHA256:...; checked against the offered key."),

@@ -19,8 +19,17 @@ app = typer.Typer(
     help="Orchestrate GPU benchmarks across hosts: doctor, deploy, run suites, store and serve results.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion; names come from cli/complete.py
 )
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from orchestrator.version import version_info
+
+        for line in version_info().lines():
+            typer.echo(line)
+        raise typer.Exit()
 
 
 INVENTORY_HELP = "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml)."
@@ -33,6 +42,11 @@ def root(
     ctx: typer.Context,
     inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help=INVENTORY_HELP)] = None,
     db: Annotated[str | None, typer.Option("--db", help=DB_HELP)] = None,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_show_version,
+                     help="Print orch's version, git commit, Python, asyncssh/SQLAlchemy versions, agent sha256."),
+    ] = False,
 ) -> None:
     overrides: dict[str, object] = {}
     if inventory is not None:
@@ -127,7 +141,9 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app inside the one error boundary (OrchError -> red line + exit code)."""
     try:
         args = sys.argv[1:] if argv is None else argv
-        rv = app(args=hoist_global_options(args, typer.main.get_command(app)), standalone_mode=False)
+        rv = app(  # prog_name: _ORCH_COMPLETE (shell completion) also under python -m orchestrator
+            args=hoist_global_options(args, typer.main.get_command(app)), standalone_mode=False, prog_name="orch"
+        )
     except OrchError as exc:
         render.error(exc)
         sys.exit(exc.exit_code)

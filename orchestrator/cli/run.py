@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import render
+from orchestrator.cli import complete, render
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 
@@ -26,9 +26,14 @@ def _parse_sets(items: list[str]) -> dict[str, str]:
 def run(
     ctx: typer.Context,
     suite: Annotated[
-        str | None, typer.Argument(help="Suite name (orch suites list). Not needed with --resume.")
+        str | None,
+        typer.Argument(
+            help="Suite name (orch suites list). Not needed with --resume.", autocompletion=complete.suite_names
+        ),
     ] = None,
-    hosts: Annotated[str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list.")] = None,
+    hosts: Annotated[str | None, typer.Option(
+        "--hosts", "-H", help="Group, host, glob or comma list.", autocompletion=complete.selectors
+    )] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Suite parameter KEY=VALUE (repeatable), e.g. M=1,8,64.")
     ] = None,
@@ -102,7 +107,9 @@ def cancel(
 def deploy(
     ctx: typer.Context,
     hosts: Annotated[
-        str | None, typer.Option("--hosts", "-H", help="Group, host, glob or comma list (default: all).")
+        str | None, typer.Option(
+            "--hosts", "-H", help="Group, host, glob or comma list (default: all).", autocompletion=complete.selectors
+        )
     ] = None,
     build: Annotated[Path | None, typer.Option("--build", help="Engine build: a directory or a .tar.gz.")] = None,
     keep: Annotated[

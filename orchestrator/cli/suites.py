@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli import render
+from orchestrator.cli import complete, render
 from orchestrator.cli.context import AppContext
 from orchestrator.settings import Settings
 from orchestrator.suites.registry import Registry
@@ -50,7 +50,12 @@ def list_(ctx: typer.Context, json_out: JsonOpt = False, suite_dir: SuiteDirOpt 
 @app.command("show")
 def show(
     ctx: typer.Context,
-    suite: Annotated[str, typer.Argument(help="Suite name, e.g. moe-sweep (see `orch suites list`).")],
+    suite: Annotated[
+        str,
+        typer.Argument(
+            help="Suite name, e.g. moe-sweep (see `orch suites list`).", autocompletion=complete.suite_names
+        ),
+    ],
     json_out: JsonOpt = False,
     suite_dir: SuiteDirOpt = None,
 ) -> None:

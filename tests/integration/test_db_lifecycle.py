@@ -23,6 +23,7 @@ from orchestrator.errors import StoreError
 from orchestrator.settings import Settings
 from orchestrator.store import migrate, session
 from orchestrator.store.repo import Store
+from orchestrator.version import version_info
 
 REPO = Path(__file__).resolve().parents[2]
 DEADLINE_S = 240.0  # a loaded 2-core machine: six processes importing orch, each running an agent
@@ -198,6 +199,7 @@ def test_healthz_is_503_unless_the_schema_is_at_head(
             store.upgrade()
             ok = c.get("/healthz")
             assert ok.status_code == 200 and ok.json()["schema_revision"] == migrate.head_revision()
+            assert ok.json()["orch"] == version_info().as_dict()  # the same as `orch --version`
             with store.engine.begin() as conn:
                 conn.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
             newer = c.get("/healthz")

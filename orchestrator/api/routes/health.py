@@ -11,9 +11,10 @@ import logging
 from fastapi import APIRouter, HTTPException
 
 from orchestrator.api.deps import StoreDep
-from orchestrator.api.schemas import Detail, Health
+from orchestrator.api.schemas import Detail, Health, VersionOut
 from orchestrator.errors import StoreError
 from orchestrator.store import migrate
+from orchestrator.version import version_info
 
 router = APIRouter(tags=["health"])
 log = logging.getLogger("orch.api")
@@ -27,4 +28,6 @@ def healthz(store: StoreDep) -> Health:
     except StoreError as exc:
         log.warning("/healthz: %s (%s)", exc.message, exc.hint)
         raise HTTPException(503, UNHEALTHY) from None
-    return Health(status="ok", database=store.dialect, schema_revision=revision)
+    return Health(
+        status="ok", database=store.dialect, schema_revision=revision, orch=VersionOut(**version_info().as_dict())
+    )
