@@ -8,6 +8,7 @@ COPY pyproject.toml README.md alembic.ini ./
 COPY orchestrator ./orchestrator
 COPY agents ./agents
 COPY migrations ./migrations
+COPY scripts/hatch_build.py ./scripts/hatch_build.py
 RUN pip install ".[postgres]" && rm -rf /src
 
 # The API never needs root; the wheel carries the migrations (orchestrator/migrations), so any working directory works.

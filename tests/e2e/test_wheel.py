@@ -204,3 +204,27 @@ def test_the_installed_orch_serves_the_dashboard_and_docs_with_their_assets(inst
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
+
+
+def test_the_docker_image_build_context_makes_a_wheel(tmp_path: Path) -> None:
+    """What the Dockerfile COPYs is enough for ``pip install .``: hatchling's build hook and the migrations are in."""
+    context = tmp_path / "src"
+    context.mkdir()
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        if not line.startswith("COPY "):
+            continue
+        *sources, dest = line.split()[1:]
+        for src in sources:
+            target = context / (dest if not dest.endswith("/") and len(sources) == 1 else Path(dest) / src)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if (REPO / src).is_dir():
+                shutil.copytree(REPO / src, target, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                shutil.copy2(REPO / src, target)
+    out = tmp_path / "dist"
+    proc = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir", str(out), "."],
+                          cwd=context, capture_output=True, text=True, timeout=DEADLINE_S)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    with zipfile.ZipFile(next(out.glob("orch-*.whl"))) as zf:
+        names = set(zf.namelist())
+    assert {"orchestrator/migrations/env.py", "orchestrator/web/index.html", "agents/orch_agent/cli.py"} <= names
