@@ -233,6 +233,29 @@ class SshdBed:
     def close(self) -> None:
         for h in self.hosts:
             h.stop()
+        kill_processes_under(self.root)
+
+
+def kill_processes_under(root: Path) -> list[int]:
+    """SIGKILL every process whose command line names a path under ``root`` (agents that a test left detached on a
+    simulated host, e.g. after a timeout), so a failed test cannot leave benchmarks burning the CI machine's CPU.
+    Returns the pids killed."""
+    needle = str(root)
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if needle in cmdline:
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed
 
 
 def _venv_python() -> str:
