@@ -18,9 +18,11 @@ from typing import Any
 from orchestrator.errors import OrchError
 from orchestrator.facts import gpus_from_facts, read_nvidia_smi
 from orchestrator.fanout import fanout
+from orchestrator.hostkeys import KnownHostsWarning
 from orchestrator.inventory import Host, Inventory
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import Transport
+from orchestrator.transport.sshconfig import SshResolver, ssh_binary
 
 CHECK_NAMES = ("dns", "tcp", "banner", "hostkey", "auth", "python", "gpus", "disk", "agent")
 DISK_WARN_BYTES = 20 * 10**9  # a kimi-k2-class engine build plus spooled runs needs tens of GB
@@ -68,14 +70,20 @@ class HostReport:
 
 @dataclass
 class DoctorReport:
+    """Every host's checks, and the known_hosts lines OpenSSH would skip (once per file:line)."""
+
     hosts: list[HostReport]
+    warnings: list[KnownHostsWarning] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return all(h.ok for h in self.hosts)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"hosts": [h.to_dict() for h in self.hosts]}
+        return {
+            "hosts": [h.to_dict() for h in self.hosts],
+            "warnings": [{"file": w.file, "line": w.line, "message": w.message} for w in self.warnings],
+        }
 
 
 @dataclass(frozen=True)
@@ -92,7 +100,7 @@ def probe_argv(host: Host) -> list[str]:
     return [host.interpreter, "-c", sysinfo_source(), "--json"]
 
 
-async def check_host(host: Host, opts: DoctorOptions) -> HostReport:
+async def check_host(host: Host, opts: DoctorOptions, resolver: SshResolver | None = None) -> HostReport:
     checks: list[Check] = []
     address, port = host.address, host.port
     transport: Transport | None = None
@@ -105,13 +113,13 @@ async def check_host(host: Host, opts: DoctorOptions) -> HostReport:
 
         trace = ssh.ConnectTrace()
         try:
-            target = ssh.resolve_target(host)
-            address, port = target.hostname, target.port
-            transport = await open_transport(host, timeout_s=opts.timeout_s, trace=trace)
+            transport = await open_transport(host, timeout_s=opts.timeout_s, trace=trace, resolver=resolver)
         except OrchError as exc:
             failure: OrchError | None = exc
         else:
             failure = None
+        if trace.settings is not None:
+            address, port = trace.settings.hostname, trace.settings.port
         for name in ("dns", "tcp", "banner", "hostkey", "auth"):
             step = trace.steps.get(name)
             if step is not None:
@@ -288,19 +296,24 @@ def agent_check(facts: dict[str, Any], local_sha: str | None) -> Check:
 async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOptions) -> DoctorReport:
     """Check every selected host concurrently. Raises SelectionError for a bad selector; never raises for a host."""
     hosts = inventory.select(selector)
+    resolver = SshResolver()
+    if any(h.connection == "ssh" for h in hosts):
+        ssh_binary()  # no OpenSSH client: one error for the run (ToolMissingError), not one per host
     if opts.local_agent_sha is None:
         from orchestrator.agent_build import agent_source_sha256
 
         opts = DoctorOptions(opts.timeout_s, opts.concurrency, agent_source_sha256())
     deadline = opts.timeout_s * 10 + 5
-    outcomes = await fanout(hosts, lambda h: check_host(h, opts), concurrency=opts.concurrency, deadline_s=deadline)
+    outcomes = await fanout(
+        hosts, lambda h: check_host(h, opts, resolver), concurrency=opts.concurrency, deadline_s=deadline
+    )
     reports = []
     for o in outcomes:
         if o.value is not None:
             reports.append(o.value)
         else:
             reports.append(_failed_report(o.host, o.error))
-    return DoctorReport(reports)
+    return DoctorReport(reports, resolver.warnings())
 
 
 def _failed_report(host: Host, error: OrchError | None) -> HostReport:

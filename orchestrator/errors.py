@@ -10,10 +10,11 @@ The tree::
     │   ├── ConfigError            settings (ORCH_*), tokens, ports
     │   ├── IncomparableError      two runs that cannot be compared (other suites, no shared case); API 422
     │   └── ProjectionError        orch project: a run of the wrong suite, an unknown GPU, a missing peak or roof
+    ├── ToolMissingError           a program orch runs is not installed (the OpenSSH client); hint: the package
     ├── HostError                  something about one host; `host` names it
     │   ├── ConnectError           dns / tcp / banner / throttled / handshake; `kind` says which
     │   ├── HostKeyError           verdict other than match / cert-authority; carries the verdict
-    │   ├── AuthError              permission denied / too many authentication failures
+    │   ├── AuthError              denied / too many authentication failures / no usable method
     │   ├── RemoteCommandError     a remote command exited non-zero: argv, exit status, stderr tail
     │   ├── CommandTimeout         a remote command ran past its deadline
     │   └── DeployError            upload / verify / switch failed
@@ -84,6 +85,10 @@ class ProjectionError(UsageError):
     pass
 
 
+class ToolMissingError(OrchError):
+    """A program orch runs locally is missing (``ssh`` for ``ssh -G``); the hint names the package."""
+
+
 class HostError(OrchError):
     """A failure tied to one host."""
 
@@ -112,7 +117,7 @@ class HostKeyError(HostError):
 
 
 class AuthError(HostError):
-    """``kind`` is ``denied`` or ``too-many-failures``."""
+    """``kind`` is ``denied``, ``too-many-failures`` or ``no-method`` (the server offers no method orch uses)."""
 
     def __init__(self, host: str, kind: str, message: str, hint: str = "") -> None:
         super().__init__(host, message, hint)

@@ -1093,6 +1093,34 @@ def judge(
     )
 
 
+def check_ip(
+    known: KnownHosts, verdict: HostKeyVerdict, address: str, port: int, offered: OfferedKey
+) -> HostKeyVerdict:
+    """CheckHostIP (sshconnect.c ``check_host_key``): with the name's key accepted (``match``), the unmarked
+    entries for the peer's address (``[addr]:port`` off port 22) must not hold another key. OpenSSH then warns
+    "the host key for NAME differs from the key for the IP address" and, under strict checking, refuses to
+    connect; orch, which never asks, refuses. No entry for the address is fine (OpenSSH would record it).
+    """
+    if verdict.verdict != "match" or offered.cert is not None:
+        return verdict
+    name = lookup_name(address, port)
+    entries = [e for e in known.for_name(name) if e.marker is None]
+    if not entries or any(e.key_blob == offered.blob for e in entries):
+        return verdict
+    e = entries[-1]
+    return HostKeyVerdict(
+        "changed",
+        verdict.name,
+        verdict.offered_fingerprint,
+        verdict.offered_type,
+        f"{verdict.detail}, but CheckHostIP: the key recorded for the address {name} at {_where(e)} "
+        f"({e.key_type} {e.fingerprint}) differs",
+        [*verdict.known, e.info()],
+        f"confirm which key is right with the host's administrator; if the address moved to this host: "
+        f'ssh-keygen -f "{e.file}" -R "{name}"',
+    )
+
+
 # ------------------------------------------------------------------------------------ trust / replace
 
 

@@ -32,6 +32,7 @@ class Offer:
     known_hosts_file: Path
     hashed: bool
     host_key_alias: str | None = None  # ssh_config HostKeyAlias: the entry's name, verbatim, never [alias]:port
+    warnings: tuple[hostkeys.KnownHostsWarning, ...] = ()  # known_hosts lines OpenSSH skips, once per file:line
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,6 +43,7 @@ class Offer:
             "key_type": self.key_type,
             "verdict": self.verdict.verdict,
             "known_hosts_file": str(self.known_hosts_file),
+            "warnings": [{"file": w.file, "line": w.line, "message": w.message} for w in self.warnings],
         }
 
 
@@ -51,9 +53,9 @@ async def fetch_offer(host: Host, *, timeout_s: float = 10.0) -> Offer:
         raise UsageError(f"{host.name} has connection: local", "there is no host key to trust for a local host")
     from orchestrator.transport.ssh import fetch_offered_key
 
-    blob, target = await fetch_offered_key(host, timeout_s=timeout_s)
+    blob, target, resolver = await fetch_offered_key(host, timeout_s=timeout_s)
     files = target.known_hosts_files()
-    known = hostkeys.load_known_hosts(files)
+    known = resolver.known_hosts(target)
     offered = hostkeys.OfferedKey.from_blob(blob)
     verdict = hostkeys.judge(
         known,
@@ -77,6 +79,7 @@ async def fetch_offer(host: Host, *, timeout_s: float = 10.0) -> Offer:
         user_file,
         target.hash_known_hosts,
         target.host_key_alias,
+        tuple(resolver.warnings()),
     )
 
 

@@ -34,6 +34,22 @@ def list_hosts(
         render.hosts_table(selected)
 
 
+@app.command("show")
+def show_host(
+    ctx: typer.Context,
+    host: Annotated[str, typer.Argument(help="Inventory host name.")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+) -> None:
+    """Show how OpenSSH resolves HOST (ssh -G with the inventory's settings) and where each setting came from."""
+    from orchestrator.transport import sshconfig
+
+    doc = asyncio.run(sshconfig.describe(app_context(ctx).inventory().host(host)))
+    if json_out:
+        render.print_json(doc)
+    else:
+        render.ssh_settings(host, doc["rows"])
+
+
 @app.command("trust")
 def trust_host(
     ctx: typer.Context,

@@ -88,8 +88,13 @@ def doctor_table(report: Any) -> None:
             details = [ch.detail for ch in h.checks if ch.name in ("python", "gpus") and ch.status == "ok"]
             if details:
                 c.print(f"[bold]{h.host}[/bold]: " + "; ".join(details))
+    for h in report.hosts:
+        hk = next((ch for ch in h.checks if ch.name == "hostkey"), None)
+        if hk is not None and hk.status == "ok" and hk.data.get("hops"):
+            c.print(f"[bold]{h.host}[/bold] hostkey: {escape(hk.detail)}", soft_wrap=True)
     for n in notes:
         c.print(n, soft_wrap=True)
+    known_hosts_warnings(getattr(report, "warnings", []))
     passed = sum(1 for h in report.hosts if h.ok)
     colour = "green" if passed == len(report.hosts) else "red"
     c.print(f"[{colour}]{passed}/{len(report.hosts)} hosts passed[/{colour}]")
@@ -213,6 +218,26 @@ def trust_offer(offer: Any) -> None:
     c.print(f"  known_hosts verdict: {offer.verdict.verdict} — {offer.verdict.detail}")
     for k in offer.verdict.known:
         c.print(f"    known: {k.get('file')}:{k.get('line')} {k.get('key_type')} {k.get('fingerprint')}")
+    known_hosts_warnings(offer.warnings)
+
+
+def known_hosts_warnings(warnings: Any) -> None:
+    """known_hosts lines OpenSSH skips (bad hash form, truncated key ...), once per file:line."""
+    c = console()
+    for w in warnings:
+        c.print(f"[yellow]known_hosts warning:[/yellow] {escape(str(w))} (OpenSSH skips this line)", soft_wrap=True)
+
+
+def ssh_settings(name: str, rows: list[tuple[str, str, str]]) -> None:
+    """``orch hosts show``: one row per resolved SSH setting, with where it came from."""
+    from rich.table import Table
+
+    table = Table(title=f"{name}: as OpenSSH resolves it (ssh -G)")
+    for col in ("setting", "value", "from"):
+        table.add_column(col)
+    for row in rows:
+        table.add_row(*(escape(x) for x in row))
+    console().print(table)
 
 
 def trust_result(host: str, result: Any) -> None:

@@ -9,9 +9,13 @@ if TYPE_CHECKING:
     from orchestrator.transport.base import Transport
 
 
-async def open_transport(host: Host, *, timeout_s: float = 10.0, trace: Any | None = None) -> Transport:
+async def open_transport(
+    host: Host, *, timeout_s: float = 10.0, trace: Any | None = None, resolver: Any | None = None
+) -> Transport:
     """Connect to ``host`` by its ``connection`` kind. ``timeout_s`` bounds each step (DNS, TCP, banner) and
-    1.5x that the login. Raises ConnectError, HostKeyError, AuthError (see transport/ssh.py)."""
+    1.5x that the login. ``resolver`` (a ``sshconfig.SshResolver``) shares ``ssh -G`` answers and known_hosts
+    files across one run's hosts. Raises ToolMissingError, ConfigError, ConnectError, HostKeyError, AuthError
+    (see transport/ssh.py)."""
     if host.connection == "local":
         from orchestrator.transport.local import LocalTransport
 
@@ -19,4 +23,4 @@ async def open_transport(host: Host, *, timeout_s: float = 10.0, trace: Any | No
     from orchestrator.transport import ssh
 
     dl = ssh.Deadlines(dns_s=timeout_s, tcp_s=timeout_s, banner_s=timeout_s, login_s=max(timeout_s, 5.0) * 1.5)
-    return await ssh.connect(host, deadlines=dl, trace=trace)
+    return await ssh.connect(host, deadlines=dl, trace=trace, resolver=resolver)

@@ -340,7 +340,8 @@ def test_cli_json_shape_and_exit_codes(sshd_bed: SshdBed, client_home: ClientHom
     res = _run_cli_doctor(client_home, tmp_path, hosts, py)
     assert res.returncode == 1, res.stderr[-2000:]
     doc = json.loads(res.stdout)  # stdout is the JSON document and nothing else
-    assert list(doc) == ["hosts"]
+    assert list(doc) == ["hosts", "warnings"]
+    assert doc["warnings"] == []  # a clean known_hosts: nothing OpenSSH would skip
     by = {h["host"]: h for h in doc["hosts"]}
     assert list(by) == ["cli-good", "cli-unknown"]
     for name, host in by.items():

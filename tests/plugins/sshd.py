@@ -56,6 +56,7 @@ class SshdHost:
     authorized_keys: Path
     extra_config: list[str] = field(default_factory=list)
     host_certs: list[Path] = field(default_factory=list)
+    wrapper: list[str] = field(default_factory=list)  # e.g. nsenter into a network namespace
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -83,7 +84,11 @@ class SshdHost:
             "PasswordAuthentication no",
             "KbdInteractiveAuthentication no",
             "StrictModes no",
-            "MaxStartups 100:30:200",
+            *(
+                ()
+                if any(x.lower().startswith("maxstartups") for x in self.extra_config)
+                else ["MaxStartups 100:30:200"]
+            ),
             "MaxAuthTries 6",
             f"SetEnv HOME={self.home}",
             f"Subsystem sftp internal-sftp -d {self.home}",
@@ -97,13 +102,18 @@ class SshdHost:
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)
         with open(self.root / "sshd.log", "ab") as log:  # the child keeps its own descriptor
             self.proc = subprocess.Popen(
-                [SSHD, "-D", "-e", "-f", str(self.config_path)], stdout=subprocess.DEVNULL, stderr=log
+                [*self.wrapper, SSHD, "-D", "-e", "-f", str(self.config_path)], stdout=subprocess.DEVNULL, stderr=log
             )
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 log = (self.root / "sshd.log").read_text()[-2000:]
                 raise RuntimeError(f"sshd for {self.name} exited: {log}")
+            if self.wrapper:  # not reachable from here (another network namespace): sshd says when it listens
+                if f"Server listening on {self.address} port {self.port}" in (self.root / "sshd.log").read_text():
+                    return
+                time.sleep(0.05)
+                continue
             try:
                 with socket.create_connection((self.address, self.port), timeout=0.2) as s:
                     s.settimeout(2)
@@ -168,8 +178,10 @@ class ClientHome:
                 f.write(line + "\n")
 
     def add_config(self, text: str) -> None:
-        with self.ssh_config.open("a") as f:
-            f.write(text.rstrip("\n") + "\n")
+        """Add ``text`` to ~/.ssh/config ahead of the bed's ``Host *`` defaults (OpenSSH: first value wins)."""
+        cfg = self.ssh_config.read_text()
+        head, marker, tail = cfg.partition(BED_DEFAULTS_MARKER)
+        self.ssh_config.write_text(head + text.rstrip("\n") + "\n" + marker + tail)
 
 
 class SshdBed:
@@ -191,9 +203,13 @@ class SshdBed:
         extra_config: list[str] | None = None,
         start: bool = True,
         home: Path | None = None,
+        address: str | None = None,
+        wrapper: list[str] | None = None,
     ) -> SshdHost:
-        """A new host; ``home``: a remote HOME to share with other hosts (as over NFS), else its own."""
-        address = f"127.0.0.{next(_addr_counter)}"
+        """A new host; ``home``: a remote HOME to share with other hosts (as over NFS), else its own;
+        ``address``: where it listens (default: the next 127.0.0.X); ``wrapper``: a command prefix for sshd
+        (e.g. nsenter into a network namespace)."""
+        address = address or f"127.0.0.{next(_addr_counter)}"
         root = self.root / name
         (root / "keys").mkdir(parents=True)
         if home is None:
@@ -212,6 +228,7 @@ class SshdBed:
             home=home,
             authorized_keys=ak,
             extra_config=list(extra_config or []),
+            wrapper=list(wrapper or []),
         )
         if trusted:
             self.client.trust(*(host.known_hosts_line(t) for t in key_types))
@@ -264,14 +281,26 @@ def _venv_python() -> str:
     return sys.executable
 
 
+BED_DEFAULTS_MARKER = "# -- test bed defaults"
+
+
 def make_client_home(home: Path) -> ClientHome:
-    """A fresh orch-user HOME: ~/.ssh (0700) with a generated ed25519 key, empty known_hosts and config."""
+    """A fresh orch-user HOME: ~/.ssh (0700) with a generated ed25519 key, empty known_hosts, and a config.
+
+    OpenSSH expands ``~`` to the account's home (the password database's), not ``$HOME``; orch passes
+    ``-F $HOME/.ssh/config`` to ``ssh -G`` when they differ. The config therefore names this HOME's key and
+    known_hosts in a final ``Host *`` block (what OpenSSH's defaults would be under this HOME); tests add
+    their blocks before it with :meth:`ClientHome.add_config`.
+    """
     ssh = home / ".ssh"
     ssh.mkdir(parents=True)
     ssh.chmod(0o700)
     key = keygen(ssh / "id_ed25519")
     (ssh / "known_hosts").touch()
-    (ssh / "config").touch()
+    (ssh / "config").write_text(
+        f"{BED_DEFAULTS_MARKER}: OpenSSH's defaults as if ~ were $HOME\n"
+        f"Host *\n  IdentityFile {key}\n  UserKnownHostsFile {ssh / 'known_hosts'} {ssh / 'known_hosts2'}\n"
+    )
     return ClientHome(home=home, key=key)
 
 
