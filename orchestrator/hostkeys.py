@@ -1,4 +1,4 @@
-"""known_hosts parsing and host-key verdicts with OpenSSH semantics — pure, no asyncssh.
+"""known_hosts parsing and host-key verdicts with OpenSSH semantics — pure (no connection, no asyncssh I/O).
 
 orch reads the same files OpenSSH reads and judges the key a server offers the way ``ssh`` would, but
 returns a verdict instead of prompting. Nothing here connects; the only I/O is reading the known_hosts
@@ -17,7 +17,8 @@ Sources (OpenSSH 9.2p1 as shipped by Debian 12; every rule below was also checke
 * sshconnect.c ``get_hostfile_hostname_ipaddr`` (the lookup name), ``check_host_key`` (the decision,
   including the port-less retry and the certificate-to-plain-key downgrade) and ``check_host_cert``;
   sshkey.c ``sshkey_cert_check_authority``.
-* PROTOCOL.certkeys for the certificate wire format; the SHA256 fingerprint is what ``ssh-keygen -lf`` prints.
+* Key and certificate blobs (PROTOCOL.certkeys) are decoded by asyncssh's parsers, which also verify a
+  certificate's signature; the SHA256 fingerprint is what ``ssh-keygen -lf`` prints.
 
 The lookup name (sshconnect.c ``get_hostfile_hostname_ipaddr`` / misc.c ``put_host_port``): the
 ``HostKeyAlias`` verbatim when one is set (no port is ever added to it); otherwise the lower-cased
@@ -29,9 +30,9 @@ The decision (sshconnect.c ``check_host_key``), for the entries whose patterns m
    the certificate must be a host certificate, valid now (``valid_after <= now < valid_before``), list the
    host name (HostKeyAlias or HostName, *without* the port) among its principals — an empty principal
    list is accepted for any host, as ``check_host_cert`` calls ``sshkey_cert_check_authority`` with
-   ``require_principal = 0`` — and carry no critical options. Otherwise, or when no CA entry covers the
-   name, OpenSSH drops the certificate and judges its plain key (step 2). Signatures are not checked here;
-   the transport verifies them.
+   ``require_principal = 0``. (A certificate with critical options or a bad signature does not decode:
+   asyncssh refuses it.) Otherwise, or when no CA entry covers the name, OpenSSH drops the certificate and
+   judges its plain key (step 2).
 2. A plain key is compared with the unmarked entries: equal to one of them -> ``match``; none equal but
    some exist -> ``changed`` — **whatever their key type**: OpenSSH 9.2 answers "REMOTE HOST
    IDENTIFICATION HAS CHANGED" with "Offending ECDSA key in FILE:LINE" when the server offers an Ed25519
@@ -60,12 +61,15 @@ import hmac
 import os
 import re
 import secrets
-import struct
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal, TypedDict
+
+from asyncssh import KeyImportError
+from asyncssh.packet import PacketDecodeError, SSHPacket
+from asyncssh.public_key import SSHOpenSSHCertificate, decode_ssh_certificate, decode_ssh_public_key
 
 from orchestrator.errors import ConfigError
 
@@ -109,28 +113,20 @@ FOREVER = 0xFFFF_FFFF_FFFF_FFFF  # PROTOCOL.certkeys: valid_before of a certific
 _WS = re.compile(r"[ \t]+")
 _MAX_SUBPATTERN = 1023  # match.c match_pattern_list: a longer sub-pattern makes the whole list not match
 
-# Plain key type -> the fields that follow the type string in its public blob (sshkey.c, PROTOCOL.u2f).
-_PLAIN_FIELDS: dict[str, tuple[str, ...]] = {
-    "ssh-ed25519": ("pk",),
-    "sk-ssh-ed25519@openssh.com": ("pk", "application"),
-    "ecdsa-sha2-nistp256": ("curve", "q"),
-    "ecdsa-sha2-nistp384": ("curve", "q"),
-    "ecdsa-sha2-nistp521": ("curve", "q"),
-    "sk-ecdsa-sha2-nistp256@openssh.com": ("curve", "q", "application"),
-    "ssh-rsa": ("e", "n"),
-    "ssh-dss": ("p", "q", "g", "y"),
-}
-# Certificate type -> its plain key type (PROTOCOL.certkeys, PROTOCOL.u2f).
-_CERT_PLAIN: dict[str, str] = {
-    "ssh-ed25519-cert-v01@openssh.com": "ssh-ed25519",
-    "sk-ssh-ed25519-cert-v01@openssh.com": "sk-ssh-ed25519@openssh.com",
-    "ecdsa-sha2-nistp256-cert-v01@openssh.com": "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384-cert-v01@openssh.com": "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521-cert-v01@openssh.com": "ecdsa-sha2-nistp521",
-    "sk-ecdsa-sha2-nistp256-cert-v01@openssh.com": "sk-ecdsa-sha2-nistp256@openssh.com",
-    "ssh-rsa-cert-v01@openssh.com": "ssh-rsa",
-    "ssh-dss-cert-v01@openssh.com": "ssh-dss",
-}
+# Key and certificate type names OpenSSH 9.2 knows (sshkey.c keyimpls; PROTOCOL.certkeys, PROTOCOL.u2f).
+_PLAIN_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "sk-ssh-ed25519@openssh.com",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+        "ssh-rsa",
+        "ssh-dss",
+    }
+)
+_CERT_TYPES = frozenset(t.replace("@openssh.com", "") + "-cert-v01@openssh.com" for t in _PLAIN_TYPES)
 # sshkey.c keyimpls: signature-only names and case-insensitive short names sshkey_type_from_name accepts.
 _SIG_ONLY_NAMES = frozenset(
     {
@@ -141,12 +137,6 @@ _SIG_ONLY_NAMES = frozenset(
     }
 )
 _SHORT_NAMES = frozenset({"ed25519", "ed25519-sk", "ecdsa", "ecdsa-sk", "rsa", "dsa"})
-_CURVE = {
-    "ecdsa-sha2-nistp256": "nistp256",
-    "ecdsa-sha2-nistp384": "nistp384",
-    "ecdsa-sha2-nistp521": "nistp521",
-    "sk-ecdsa-sha2-nistp256@openssh.com": "nistp256",
-}
 
 
 class KeyFormatError(ValueError):
@@ -154,43 +144,8 @@ class KeyFormatError(ValueError):
 
 
 # --------------------------------------------------------------------------------------------- wire format
-
-
-class _Reader:
-    """SSH wire-format reader (RFC 4251 §5): uint32 / uint64 / string, keeping each string's raw bytes."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-
-    def _take(self, n: int, what: str) -> bytes:
-        if n < 0 or self.pos + n > len(self.data):
-            raise KeyFormatError(f"truncated key blob while reading {what}")
-        out = self.data[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def uint32(self, what: str) -> int:
-        return int(struct.unpack(">I", self._take(4, what))[0])
-
-    def uint64(self, what: str) -> int:
-        return int(struct.unpack(">Q", self._take(8, what))[0])
-
-    def string(self, what: str) -> bytes:
-        return self._take(self.uint32(what), what)
-
-    def raw_string(self, what: str) -> bytes:
-        """The string with its length prefix, exactly as on the wire (used to rebuild plain blobs)."""
-        start = self.pos
-        self.string(what)
-        return self.data[start : self.pos]
-
-    def done(self) -> bool:
-        return self.pos == len(self.data)
-
-
-def _ssh_string(data: bytes) -> bytes:
-    return struct.pack(">I", len(data)) + data
+# Key and certificate blobs are read by asyncssh's own parsers (which also verify a certificate's signature);
+# this module keeps only OpenSSH's matching and decision rules.
 
 
 def fingerprint(blob: bytes) -> str:
@@ -208,16 +163,16 @@ def fingerprint(blob: bytes) -> str:
 
 @dataclass(frozen=True)
 class Certificate:
-    """An OpenSSH certificate decoded per PROTOCOL.certkeys (the signature is carried, not verified).
+    """What OpenSSH's rules need of a certificate (PROTOCOL.certkeys), as asyncssh decoded it.
 
-    ``key_fields`` are the type-specific public key fields (e.g. ``{"pk": ...}`` for Ed25519, ``{"curve",
-    "q"}`` for ECDSA, ``{"e", "n"}`` for RSA) as raw bytes; ``valid_after`` / ``valid_before`` are seconds
-    since the epoch (``valid_before == FOREVER`` means no expiry); ``cert_type`` is 1 (user) or 2 (host).
+    ``valid_after`` / ``valid_before`` are seconds since the epoch (``valid_before == FOREVER`` means no
+    expiry); ``cert_type`` is 1 (user) or 2 (host); ``extensions`` the names of the extensions asyncssh
+    knows, in the certificate's order; ``signature_key`` the signing CA's public key blob. asyncssh refuses
+    a certificate with a bad signature or with critical options it does not know (any on a host
+    certificate: OpenSSH defines none for them), so such a certificate never gets here.
     """
 
     cert_key_type: str
-    nonce: bytes
-    key_fields: Mapping[str, bytes]
     plain_type: str
     plain_blob: bytes
     serial: int
@@ -226,11 +181,8 @@ class Certificate:
     principals: tuple[str, ...]
     valid_after: int
     valid_before: int
-    critical_options: tuple[tuple[str, bytes], ...]
-    extensions: tuple[tuple[str, bytes], ...]
-    reserved: bytes
+    extensions: tuple[str, ...]
     signature_key: bytes
-    signature: bytes
 
     @property
     def is_host(self) -> bool:
@@ -242,13 +194,12 @@ class Certificate:
 
     @property
     def ca_type(self) -> str:
-        return _Reader(self.signature_key).string("CA key type").decode("ascii", "replace")
+        return _parse_blob(self.signature_key).key_type
 
     def problem(self, name: str, now: float) -> str | None:
         """Why OpenSSH would refuse this certificate for host ``name`` at ``now``, or ``None``.
 
-        sshkey.c ``sshkey_cert_check_authority(key, want_host=1, require_principal=0, wildcard=0, now, name)``
-        then sshconnect.c ``check_host_cert`` (critical options are not supported on host certificates).
+        sshkey.c ``sshkey_cert_check_authority(key, want_host=1, require_principal=0, wildcard=0, now, name)``.
         The principal comparison is exact (``strcmp``), against the host name without any port.
         """
         t = int(now)
@@ -260,8 +211,6 @@ class Certificate:
             return "expired"
         if self.principals and name not in self.principals:
             return "name is not a listed principal"
-        if self.critical_options:
-            return "contains unsupported critical option(s)"
         return None
 
     def validity_text(self) -> str:
@@ -283,84 +232,41 @@ class _Parsed:
     cert: Certificate | None
 
 
-def _parse_plain_fields(r: _Reader, key_type: str) -> tuple[dict[str, bytes], bytes]:
-    """Read the type-specific fields; return them and their raw wire bytes (to rebuild the plain blob)."""
-    fields: dict[str, bytes] = {}
-    raw = b""
-    for name in _PLAIN_FIELDS[key_type]:
-        chunk = r.raw_string(name)
-        raw += chunk
-        fields[name] = chunk[4:]
-    curve = _CURVE.get(key_type)
-    if curve is not None and fields["curve"] != curve.encode():
-        raise KeyFormatError(f"{key_type} key names curve {fields['curve']!r}")
-    if key_type.endswith("ed25519") or key_type == "sk-ssh-ed25519@openssh.com":
-        if len(fields["pk"]) != 32:
-            raise KeyFormatError(f"{key_type} public key is {len(fields['pk'])} bytes, expected 32")
-    return fields, raw
-
-
-def _parse_namevalue(data: bytes, what: str) -> tuple[tuple[str, bytes], ...]:
-    r = _Reader(data)
-    out: list[tuple[str, bytes]] = []
-    while not r.done():
-        name = r.string(what).decode("utf-8", "replace")
-        out.append((name, r.string(what)))
-    return tuple(out)
+def _blob_type(blob: bytes) -> str:
+    try:
+        return bytes(SSHPacket(blob).get_string()).decode("ascii", "replace")
+    except PacketDecodeError:
+        raise KeyFormatError("truncated key blob while reading the key type") from None
 
 
 def _parse_blob(blob: bytes) -> _Parsed:
-    r = _Reader(blob)
-    key_type = r.string("key type").decode("ascii", "replace")
-    if key_type in _PLAIN_FIELDS:
-        _parse_plain_fields(r, key_type)
-        if not r.done():
-            raise KeyFormatError(f"{len(blob) - r.pos} unexpected trailing bytes in {key_type} key")
-        return _Parsed(key_type, blob, key_type, blob, None)
-    plain_type = _CERT_PLAIN.get(key_type)
-    if plain_type is None:
-        raise KeyFormatError(f"unsupported key type {key_type!r}")
-    nonce = r.string("nonce")
-    fields, raw = _parse_plain_fields(r, plain_type)
-    serial = r.uint64("serial")
-    cert_type = r.uint32("certificate type")
-    key_id = r.string("key id").decode("utf-8", "replace")
-    pr = _Reader(r.string("valid principals"))
-    principals: list[str] = []
-    while not pr.done():
-        principals.append(pr.string("principal").decode("utf-8", "replace"))
-    valid_after = r.uint64("valid after")
-    valid_before = r.uint64("valid before")
-    critical = _parse_namevalue(r.string("critical options"), "critical option")
-    extensions = _parse_namevalue(r.string("extensions"), "extension")
-    reserved = r.string("reserved")
-    signature_key = r.string("signature key")
-    signature = r.string("signature")
-    if not r.done():
-        raise KeyFormatError(f"{len(blob) - r.pos} unexpected trailing bytes in {key_type} certificate")
-    if cert_type not in (CERT_TYPE_USER, CERT_TYPE_HOST):
-        raise KeyFormatError(f"certificate type {cert_type} is neither user (1) nor host (2)")
-    sig = _parse_blob(signature_key)
-    if sig.cert is not None:
-        raise KeyFormatError("certificate is signed by a certificate, not a plain CA key")
-    plain_blob = _ssh_string(plain_type.encode()) + raw
+    """A public key or certificate blob, decoded by asyncssh. Raises KeyFormatError with asyncssh's reason."""
+    key_type = _blob_type(blob)
+    try:
+        if key_type.endswith("-cert-v01@openssh.com"):
+            c = decode_ssh_certificate(blob)
+        else:
+            k = decode_ssh_public_key(blob)
+            return _Parsed(key_type, blob, key_type, bytes(k.public_data), None)
+    except (KeyImportError, PacketDecodeError, ValueError) as exc:
+        raise KeyFormatError(f"{key_type}: {exc}") from None
+    if not isinstance(c, SSHOpenSSHCertificate):
+        raise KeyFormatError(f"{key_type}: not an OpenSSH certificate")
+    plain_type = c.key.algorithm.decode("ascii", "replace")
+    plain_blob = bytes(c.key.public_data)
+    # asyncssh keeps these as attributes without public accessors (2.14 ... 2.24); its validate() uses them.
     cert = Certificate(
         cert_key_type=key_type,
-        nonce=nonce,
-        key_fields=fields,
         plain_type=plain_type,
         plain_blob=plain_blob,
-        serial=serial,
-        cert_type=cert_type,
-        key_id=key_id,
-        principals=tuple(principals),
-        valid_after=valid_after,
-        valid_before=valid_before,
-        critical_options=critical,
-        extensions=extensions,
-        reserved=reserved,
-        signature_key=signature_key,
-        signature=signature,
+        serial=int(c._serial),
+        cert_type=int(c._cert_type),
+        key_id=str(c._key_id),
+        principals=tuple(c.principals),
+        valid_after=int(c._valid_after),
+        valid_before=int(c._valid_before),
+        extensions=tuple(c.options),
+        signature_key=bytes(c.signing_key.public_data),
     )
     return _Parsed(key_type, blob, plain_type, plain_blob, cert)
 
@@ -374,7 +280,7 @@ def _split_key_text(text: str) -> tuple[str, str, str]:
 
 
 def _decode_key(key_type: str, b64: str) -> _Parsed:
-    if key_type not in _PLAIN_FIELDS and key_type not in _CERT_PLAIN:
+    if key_type not in _PLAIN_TYPES and key_type not in _CERT_TYPES:
         raise KeyFormatError(f"unknown key type {key_type!r}")
     try:
         blob = base64.b64decode(b64, validate=True)
@@ -677,7 +583,7 @@ def _keygen_valid(rest: str) -> bool:
     if len(parts) < 2:
         return False
     ktype, tail = parts
-    known = ktype in _PLAIN_FIELDS or ktype in _CERT_PLAIN or ktype in _SIG_ONLY_NAMES
+    known = ktype in _PLAIN_TYPES or ktype in _CERT_TYPES or ktype in _SIG_ONLY_NAMES
     return (known or ktype.lower() in _SHORT_NAMES) and bool(tail.strip()) and not tail.startswith("#")
 
 

@@ -13,6 +13,7 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
 if [ "$want_system" = "--system" ]; then
   [ -x /usr/sbin/sshd ] || need+=(openssh-server)
   command -v ssh-keygen >/dev/null || need+=(openssh-client)
+  command -v ip >/dev/null || need+=(iproute2)  # network namespaces for the jump-host tests
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v docker-compose >/dev/null || need+=(docker-compose)
   command -v pgrep >/dev/null || need+=(procps)

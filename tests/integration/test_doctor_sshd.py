@@ -204,7 +204,7 @@ async def test_host_certificate(
         assert hk.status == "ok"
         assert f"signed by the CA {peers.fingerprint(ca.key.with_suffix('.pub'))}" in hk.detail
         assert r.check("auth").status == "ok"
-        assert r.ok
+        assert r.ok, [(c.name, c.status, c.detail) for c in r.checks]
     else:
         assert hk.status == "fail"
         assert f"but it is invalid: {problem} " in hk.detail

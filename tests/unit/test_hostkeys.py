@@ -168,12 +168,10 @@ def test_certificate_decoded_like_ssh_keygen_L(keys: Keys) -> None:
     assert cert.serial == 4242
     assert cert.principals == ("host.example", "10.0.0.5")
     assert (cert.valid_after, cert.valid_before) == (T2030, T2030B)
-    assert cert.critical_options == () and cert.extensions == ()
-    assert cert.reserved == b""
+    assert cert.extensions == ()
     assert cert.signature_key == keys.offered(keys.ca).blob
     assert cert.ca_fingerprint == keys.offered(keys.ca).fingerprint
     assert cert.ca_type == "ssh-ed25519"
-    assert len(cert.nonce) == 32 and len(cert.key_fields["pk"]) == 32
     listing = keygen("-L", "-f", keys.dir / "certs" / "decode" / "key-cert.pub").stdout
     assert f"Public key: ED25519-CERT {off.fingerprint}" in listing
     assert f"Signing CA: ED25519 {cert.ca_fingerprint}" in listing
@@ -182,10 +180,25 @@ def test_certificate_decoded_like_ssh_keygen_L(keys: Keys) -> None:
     assert keygen("-lf", keys.dir / "certs" / "decode" / "key-cert.pub").stdout.split()[1] == off.fingerprint
 
 
+def test_host_certificate_with_a_critical_option_is_refused_by_the_parser(keys: Keys) -> None:
+    # OpenSSH defines no critical option for host certificates (check_host_cert refuses any); asyncssh's
+    # parser refuses them already, so such a certificate is a bad key, never a verdict.
+    with pytest.raises(hk.KeyFormatError, match="Invalid OpenSSH certificate"):
+        keys.cert("critical", keys.ed, "-h", "-n", HOST, "-O", "force-command=true")
+
+
+def test_certificate_with_a_forged_signature_is_refused(keys: Keys) -> None:
+    off = keys.cert("forged", keys.ed, "-h", "-n", HOST)
+    blob = bytearray(off.blob)
+    blob[-1] ^= 1  # last byte of the CA's signature
+    with pytest.raises(hk.KeyFormatError, match="Invalid OpenSSH certificate"):
+        hk.OfferedKey.from_blob(bytes(blob))
+
+
 def test_user_certificate_extensions_and_rsa_ecdsa_certs(keys: Keys) -> None:
     user = keys.cert("user-ext", keys.ed, "-n", "alice")
     assert user.cert is not None and not user.cert.is_host
-    assert [name for name, _ in user.cert.extensions] == [
+    assert list(user.cert.extensions) == [
         "permit-X11-forwarding",
         "permit-agent-forwarding",
         "permit-port-forwarding",
@@ -583,11 +596,6 @@ def test_cert_with_no_principals_is_accepted_for_any_host_like_openssh(keys: Key
         ("expired", ("-h", "-n", HOST, "-V", "20200101:20200102"), "expired"),
         ("not-yet-valid", ("-h", "-n", HOST, "-V", "+1d:+2d"), "not yet valid"),
         ("user-cert", ("-n", HOST), "not a host certificate"),
-        (
-            "critical",
-            ("-h", "-n", HOST, "-O", "force-command=true"),
-            "contains unsupported critical option(s)",
-        ),
     ],
 )
 def test_cert_invalid(keys: Keys, tmp_path: Path, name: str, opts: tuple[str, ...], problem: str) -> None:
