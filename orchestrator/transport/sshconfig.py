@@ -52,8 +52,12 @@ SSH_CLIENT_HINT = (
 SPAWN_CONCURRENCY = 8  # ssh -G takes ~5-10 ms of CPU; more at once only queues on a small machine
 RESOLVE_TIMEOUT_S = 30.0  # Match exec runs user commands; generous, a loaded box must not fail here
 MAX_JUMP_DEPTH = 8
+# readconf.c fill_default_options: the identity files ssh uses when none is configured; a missing one is
+# skipped silently (not worth a note), as ssh does.
+DEFAULT_IDENTITY_NAMES = ("id_rsa", "id_ecdsa", "id_ecdsa_sk", "id_ed25519", "id_ed25519_sk", "id_xmss", "id_dsa")
 _APPLYING = re.compile(r"^debug\d: (?P<file>.+) line (?P<line>\d+): Applying options for (?P<what>.*)$")
-_MATCHED = re.compile(r"^debug\d: (?P<file>.+) line (?P<line>\d+): matched '(?P<what>.*)'$")
+_READING = re.compile(r"^debug\d: Reading configuration data (?P<file>.+)$")
+_CHECKING = re.compile(r"^debug\d: checking match for '(?P<what>.*)' host ")
 
 
 def ssh_binary() -> str:
@@ -318,11 +322,7 @@ def settings_from_output(
     elif agent == "SSH_AUTH_SOCK":
         agent = (os.environ if environ is None else environ).get("SSH_AUTH_SOCK") or None
     timeout = _opt(opts, "connecttimeout")
-    applied: list[tuple[str, int, str]] = []
-    for line in stderr.splitlines():
-        m = _APPLYING.match(line) or _MATCHED.match(line)
-        if m:
-            applied.append((m.group("file"), int(m.group("line")), m.group("what")))
+    applied = _applied_blocks(stderr)
     return SshSettings(
         name=name,
         hostname=hostname,
@@ -346,8 +346,48 @@ def settings_from_output(
         options=opts,
         given=dict(given or {}),
         applied=tuple(applied),
-        missing_identities=tuple(p for p in dict.fromkeys(ids) if not os.path.exists(p)),
+        missing_identities=tuple(p for p in dict.fromkeys(ids) if not os.path.exists(p) and not _default_id(p)),
     )
+
+
+def _default_id(path: str) -> bool:
+    return path in {str(account_home() / ".ssh" / n) for n in DEFAULT_IDENTITY_NAMES}
+
+
+def _applied_blocks(stderr: str) -> list[tuple[str, int, str]]:
+    """The ``Host``/``Match`` blocks ssh applied, from its ``-vv`` log: ``Applying options for`` names file and
+    line; a ``Match`` only says ``checking match for 'CRITERIA'`` then ``match found``, so its line is looked
+    up in the files ssh read."""
+    applied: list[tuple[str, int, str]] = []
+    files: list[str] = []
+    pending: str | None = None
+    for line in stderr.splitlines():
+        if m := _READING.match(line):
+            files.append(m.group("file"))
+        elif m := _APPLYING.match(line):
+            applied.append((m.group("file"), int(m.group("line")), "Host " + m.group("what")))
+        elif m := _CHECKING.match(line):
+            pending = m.group("what")
+        elif pending is not None and line.endswith("match found") and "not found" not in line:
+            where = _find_match_line(files, pending)
+            if where is not None:
+                applied.append((*where, "Match " + pending))
+            pending = None
+    return applied
+
+
+def _find_match_line(files: Sequence[str], criteria: str) -> tuple[str, int] | None:
+    want = " ".join(criteria.split()).lower()
+    for f in files:
+        try:
+            lines = Path(f).read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        for n, text in enumerate(lines, start=1):
+            words = text.replace("=", " ", 1).split(None, 1)
+            if len(words) == 2 and words[0].lower() == "match" and " ".join(words[1].split()).lower() == want:
+                return f, n
+    return None
 
 
 def host_argv(host: Host) -> tuple[list[str], dict[str, str]]:
@@ -413,7 +453,7 @@ class SshResolver:
     async def _ask(self, name: str, args: list[str], given: dict[str, str]) -> SshSettings:
         if self._ssh is None:
             self._ssh = ssh_binary()
-        argv = (self._ssh, "-G", "-v", *config_args(), *args)
+        argv = (self._ssh, "-G", "-vv", *config_args(), *args)
         fut = self._cache.get(argv)
         if fut is None:
             fut = asyncio.get_running_loop().create_future()

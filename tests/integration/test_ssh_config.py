@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.inventory import parse_inventory
-from orchestrator.transport.sshconfig import SshResolver, config_args
+from orchestrator.transport.sshconfig import SshResolver, config_args, origins, parse_jump
 from tests.integration import peers
 from tests.integration.netns import netns
 from tests.integration.peers import doctor, doctor_one, entry, statuses
@@ -164,6 +164,46 @@ def socket_connect(addr: str, port: int) -> None:
         pass
 
 
+async def test_match_forms_and_other_options_resolve_as_openssh(client_home: ClientHome, tmp_path: Path) -> None:
+    user = os.environ.get("USER") or "root"
+    cert = tmp_path / "c-cert.pub"
+    client_home.add_config(
+        "Match originalhost m-orig exec true\n  HostName 10.1.1.1\n  ConnectTimeout 7\n"
+        f"Match host 10.1.1.1 user {user}\n  ServerAliveInterval 11\n  ServerAliveCountMax 5\n"
+        f"Match localuser {user} originalhost m-*\n  IdentitiesOnly yes\n  CertificateFile {cert}\n"
+        "  CheckHostIP yes\n  IdentityAgent none\n"
+        "Match exec false\n  HostName 10.9.9.9\n"
+        "Host m-other\n  ProxyJump alice@j1:2022,ssh://j2\n"
+    )
+    for name in ("m-orig", "m-other"):
+        await assert_same_as_openssh(name)
+        s = await aresolve(name)
+        g = ssh_g(name)
+        assert (s.connect_timeout_s, g["connecttimeout"][0]) in ((7.0, "7"), (None, "none"))
+        assert (str(int(s.server_alive_interval_s)), str(s.server_alive_count_max)) == (
+            g["serveraliveinterval"][0],
+            g["serveralivecountmax"][0],
+        )
+        assert s.check_host_ip == (g["checkhostip"][0] == "yes")
+        assert s.certificate_files == (str(cert),) and s.identity_agent is None
+    s = await aresolve("m-orig")
+    assert (s.hostname, s.connect_timeout_s, s.server_alive_interval_s, s.identities_only) == (
+        "10.1.1.1",
+        7.0,
+        11,
+        True,
+    )
+    assert [str(h) for h in parse_jump((await aresolve("m-other")).proxy_jump or "")] == ["alice@j1:2022", "j2"]
+    cfg = str(client_home.ssh_config)
+    assert [(f, n) for f, n, _ in s.applied] == [(cfg, 1), (cfg, 4), (cfg, 7), (cfg, 17)]  # `Host *` defaults last
+    where = origins(s)
+    assert (where["hostname"], where["serveraliveinterval"], where["identitiesonly"]) == (
+        f"{cfg}:2",
+        f"{cfg}:5",
+        f"{cfg}:8",
+    )
+
+
 # ------------------------------------------------------------------------------------------ tokens, agent
 
 
@@ -299,6 +339,8 @@ async def test_forty_names_on_one_maxstartups_sshd_all_pass(sshd_bed: SshdBed, c
     failed = [(x.host, c.name, c.detail) for x in report.hosts for c in x.checks if c.status == "fail"]
     assert failed == []
     assert sum(x.check("auth").status == "ok" for x in report.hosts) == 40
+    # 40 names, one resolved address: at most 8 handshakes at once there, so sshd (dropping past 10) never had to
+    assert "past MaxStartups" not in (h.root / "sshd.log").read_text()
 
 
 async def test_maxstartups_drops_are_retried(sshd_bed: SshdBed, client_home: ClientHome) -> None:
