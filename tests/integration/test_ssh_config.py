@@ -30,6 +30,7 @@ from tests.plugins.sshd import ClientHome, SshdBed, SshdHost, keygen
 pytestmark = pytest.mark.sshd
 
 SSH = shutil.which("ssh") or "/usr/bin/ssh"
+CONNECT = ("dns", "tcp", "banner", "hostkey", "auth")
 TIMEOUT_S = 10.0  # per step; sshd on a loaded 2-core box, and jump hosts double the handshakes
 
 
@@ -326,7 +327,18 @@ def _spellings(address: str, n: int) -> list[str]:
     return out
 
 
-async def test_forty_names_on_one_maxstartups_sshd_all_pass(sshd_bed: SshdBed, client_home: ClientHome) -> None:
+@pytest.fixture
+def bare_python(tmp_path: Path) -> str:
+    """A venv without torch: the facts probe after login stays cheap when 40 hosts share this machine's CPUs
+    (these tests are about connecting; the probe's outcome is not asserted)."""
+    venv = tmp_path / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    return str(venv / "bin" / "python")
+
+
+async def test_forty_names_on_one_maxstartups_sshd_all_pass(
+    sshd_bed: SshdBed, client_home: ClientHome, bare_python: str
+) -> None:
     h = sshd_bed.add("thr", extra_config=["MaxStartups 10:30:100"], trusted=False)
     client_home.trust("throttle-target " + " ".join(h.pubkey_line().split()[:2]))
     names = _spellings(h.address, 40)
@@ -335,19 +347,23 @@ async def test_forty_names_on_one_maxstartups_sshd_all_pass(sshd_bed: SshdBed, c
         + f"Host thr*\n  Port {h.port}\n  HostKeyAlias throttle-target\n"
     )
     await assert_same_as_openssh("thr07")
-    report = await doctor({f"thr{i:02d}": {} for i in range(40)}, timeout_s=TIMEOUT_S)
-    failed = [(x.host, c.name, c.detail) for x in report.hosts for c in x.checks if c.status == "fail"]
+    report = await doctor({f"thr{i:02d}": {} for i in range(40)}, timeout_s=TIMEOUT_S, python=bare_python)
+    failed = [
+        (x.host, c.name, c.detail) for x in report.hosts for c in x.checks if c.name in CONNECT and c.status != "ok"
+    ]
     assert failed == []
     assert sum(x.check("auth").status == "ok" for x in report.hosts) == 40
     # 40 names, one resolved address: at most 8 handshakes at once there, so sshd (dropping past 10) never had to
     assert "past MaxStartups" not in (h.root / "sshd.log").read_text()
 
 
-async def test_maxstartups_drops_are_retried(sshd_bed: SshdBed, client_home: ClientHome) -> None:
+async def test_maxstartups_drops_are_retried(sshd_bed: SshdBed, client_home: ClientHome, bare_python: str) -> None:
     # sshd drops 30%+ of new connections past 3 pending: orch's 8 handshakes at once get dropped and retry.
     h = sshd_bed.add("thr-low", extra_config=["MaxStartups 3:30:100"])
-    report = await doctor({f"low{i:02d}": entry(h) for i in range(16)}, timeout_s=TIMEOUT_S)
-    failed = [(x.host, c.name, c.detail) for x in report.hosts for c in x.checks if c.status == "fail"]
+    report = await doctor({f"low{i:02d}": entry(h) for i in range(16)}, timeout_s=TIMEOUT_S, python=bare_python)
+    failed = [
+        (x.host, c.name, c.detail) for x in report.hosts for c in x.checks if c.name in CONNECT and c.status != "ok"
+    ]
     assert failed == []
     log = (h.root / "sshd.log").read_text()
     drops = log.count("past MaxStartups")
