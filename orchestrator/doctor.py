@@ -20,6 +20,7 @@ from orchestrator.facts import gpus_from_facts, read_nvidia_smi
 from orchestrator.fanout import fanout
 from orchestrator.hostkeys import KnownHostsWarning
 from orchestrator.inventory import Host, Inventory
+from orchestrator.leases import lease_summary
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import Transport
 from orchestrator.transport.sshconfig import SshResolver, ssh_binary
@@ -97,7 +98,8 @@ def probe_argv(host: Host) -> list[str]:
     """The one remote command doctor runs: sysinfo.py's source under the host's interpreter."""
     from orchestrator.agent_build import sysinfo_source
 
-    return [host.interpreter, "-c", sysinfo_source(), "--json"]
+    return [host.interpreter, "-c", sysinfo_source(), "--json",
+            *(["--orch-home", host.orch_home] if host.orch_home else [])]  # fmt: skip
 
 
 async def check_host(host: Host, opts: DoctorOptions, resolver: SshResolver | None = None) -> HostReport:
@@ -182,7 +184,7 @@ async def _remote_checks(
         ] + [Check(n, "skipped", "no facts") for n in ("gpus", "disk", "agent")]
     return facts, [
         python_check(facts, python),
-        gpus_check(facts),
+        _with_leases(gpus_check(facts), facts),
         disk_check(facts),
         agent_check(facts, opts.local_agent_sha),
     ]
@@ -257,6 +259,13 @@ def gpus_check(facts: dict[str, Any]) -> Check:
         exit_text = f"nvidia-smi exit {smi.exit_status}" if smi.exit_status != 0 else "nvidia-smi"
         return Check("gpus", "warn", f"{detail}; {exit_text}: {said or 'no message'}", data)
     return Check("gpus", "ok", detail, data)
+
+
+def _with_leases(check: Check, facts: dict[str, Any]) -> Check:
+    """The gpus check with the node's GPU leases (held by a running benchmark, or stale) added; a stale one warns."""
+    text, data, stale = lease_summary(facts)
+    status = "warn" if stale and check.status == "ok" else check.status
+    return Check(check.name, status, f"{check.detail}; {text}" if text else check.detail, {**check.data, **data})
 
 
 def disk_check(facts: dict[str, Any]) -> Check:

@@ -32,11 +32,15 @@ def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES) -> Event
 def done_record(ev: Event) -> dict[str, Any]:
     """What the store keeps of a ``done`` event (``host_runs.done_counts``): the agent's ``counts`` as it sent them
     (``lines``, ``results``, ``errors``; agents before ``lines`` send only the last two), its ``status`` and the
-    done line's ``position`` in the spool (the number of lines before it)."""
+    done line's ``position`` in the spool (the number of lines before it), and its ``reason`` when the agent
+    stopped early and said why (``cannot write …/events.jsonl: No space left on device (ENOSPC)``)."""
     counts = ev.data.get("counts")
     out: dict[str, Any] = dict(counts) if isinstance(counts, dict) else {}
     out["status"] = str(ev.data.get("status", "completed"))
     out["position"] = ev.seq
+    reason = ev.data.get("reason")
+    if isinstance(reason, str) and reason:  # the agent stopped early and says why (e.g. its spool's disk is full)
+        out["reason"] = reason
     return out
 
 
@@ -88,6 +92,9 @@ def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int) -
     position = done.get("position")
     done_seq = position if isinstance(position, int) else -1
     problems = reconcile(done, done_seq=done_seq, results=results, errors=errors)
+    reason = done.get("reason")
+    if isinstance(reason, str) and reason:
+        return HostVerdict("failed", "; ".join([reason, *problems]))
     if problems:
         return HostVerdict("failed", "; ".join(problems) + " (the store does not hold what the agent wrote)")
     if done.get("status") == "failed" or (results == 0 and errors > 0):

@@ -41,9 +41,10 @@ HOST_KEYS = (
     "connection",
     "labels",
     "gpu",
+    "orch_home",
 )
 #: Host keys whose value is text: taken as written in the file (``user: 0710``, ``labels: {country: NO}``).
-STRING_KEYS = ("address", "user", "identity_file", "python", "connection")
+STRING_KEYS = ("address", "user", "identity_file", "python", "connection", "orch_home")
 
 
 class GpuOverride(BaseModel):
@@ -74,6 +75,7 @@ class HostVars(BaseModel):
     connection: Literal["ssh", "local"] | None = None
     labels: dict[str, str] | None = None
     gpu: GpuOverride | None = None
+    orch_home: str | None = None
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -104,7 +106,10 @@ class Host:
     """One resolved host. ``address``/``port``/``user``/``identity_file`` may be None: ssh_config decides.
 
     ``python`` is the interpreter the agent runs under (like Ansible's ``ansible_python_interpreter``);
-    for ``connection: local`` an unset ``python`` means the interpreter running orch.
+    for ``connection: local`` an unset ``python`` means the interpreter running orch. ``orch_home`` is where the
+    agent keeps the host's run state (``<orch_home>/runs/<run_id>/<host>/``: spool, spec, kept outputs); None
+    means the agent's default, ``~/.orch`` of the login user. Point it at node-local storage when homes are shared
+    or small, and, on a ``connection: local`` host, away from your own ``~/.orch``.
     """
 
     name: str
@@ -117,6 +122,7 @@ class Host:
     python: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     gpu: GpuOverride | None = None
+    orch_home: str | None = None
 
     @property
     def interpreter(self) -> str:
@@ -138,6 +144,7 @@ class Host:
             "python": self.python,
             "labels": dict(self.labels),
             "gpu": self.gpu.model_dump(exclude_none=True) if self.gpu else None,
+            "orch_home": self.orch_home,
         }
 
 
@@ -350,6 +357,7 @@ def _merge(name: str, group: str, own: HostVars, gvars: HostVars, defaults: Host
         python=pick("python"),
         labels=labels,
         gpu=gpu,
+        orch_home=pick("orch_home"),
     )
 
 

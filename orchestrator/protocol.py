@@ -4,7 +4,7 @@ One JSON object per line::
 
     {"v": 1, "seq": int, "type": "hello|case_start|result|log|error|done", "ts": unix seconds, ...}
 
-``seq`` is the 0-based line number in the host's spool file (``~/.orch/runs/<run_id>/events.jsonl``), so a
+``seq`` is the 0-based line number in the host's spool file (``~/.orch/runs/<run_id>/<host>/events.jsonl``), so a
 follower that has ingested up to ``seq`` resumes with ``--from seq+1``, and a corrupted line still has a seq.
 orch counts positions itself and checks each line's ``seq`` against its position (:func:`parse_line`): a line
 whose seq disagrees is stored as a protocol error at its position, never under the seq it claims.

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
-import json
 import random
 import socket
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -33,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
+from orchestrator.agentctl import dead_worker_error, run_dir_text, run_opts, start_run, with_full_outputs
 from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
 from orchestrator.analysis.plateau import plateau_start
@@ -98,6 +98,7 @@ class RunRequest:
     seed: int | None = None
     timeout_s: float = 10.0
     concurrency: int = 64
+    wait_s: float = 0.0  # how long a host's start waits for GPUs leased by another run (0: refuse at once)
 
 
 @dataclass
@@ -108,6 +109,7 @@ class HostOutcome:
     errors: int = 0
     error: str | None = None
     hint: str | None = None
+    state_dir: str | None = None  # where the host keeps the run (spool, spec, outputs), as the user would type it
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +118,7 @@ class HostOutcome:
             "results": self.results,
             "errors": self.errors,
             "error": self.error,
+            "state_dir": self.state_dir,
         }
 
 
@@ -342,7 +345,10 @@ class _HostRun:
         while True:
             try:
                 t = await self.connect()
-                argv = [*agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq)]
+                argv = [
+                    *agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq),
+                    *run_opts(self.host),
+                ]  # fmt: skip
                 queue: asyncio.Queue[Event | _StreamEnd] = asyncio.Queue(maxsize=INGEST_QUEUE_MAX)
                 reader = asyncio.create_task(self._read(t, argv, next_seq, queue))
                 try:
@@ -366,11 +372,7 @@ class _HostRun:
                         await reader
             except RemoteCommandError as exc:
                 if exc.exit_status == AGENT_EXIT_DEAD:
-                    raise HostError(
-                        name,
-                        f"the agent worker exited without finishing (see ~/.orch/runs/{self.r.run_id}/ on the host)",
-                        "rerun the suite; check the host's memory and dmesg",
-                    ) from None
+                    raise dead_worker_error(self.host, self.r.run_id, exc) from None
                 if exc.exit_status is not None:
                     raise
                 err: OrchError = exc
@@ -393,9 +395,11 @@ class _HostRun:
     async def _read(self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd]) -> None:
         """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any)."""
         lines = t.stream(argv)
+        agent = argv[:2]
         try:
             async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
-                await queue.put(self.enrich(line_event(line, seq)))
+                ev = await with_full_outputs(t, agent, self.host, self.r.run_id, line_event(line, seq))
+                await queue.put(self.enrich(ev))
                 seq += 1
         except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)
             await queue.put(_StreamEnd(exc))
@@ -518,6 +522,7 @@ class Runner:
             seed=params.get("seed"),
             timeout_s=self.req.timeout_s,
             concurrency=self.req.concurrency,
+            wait_s=self.req.wait_s,
         )
         hosts = [self.inventory.host(h) for h in detail.hosts]
         return await self._drive(hosts, resume=True)
@@ -561,6 +566,9 @@ class Runner:
         for out in results:  # counts always come from the store, never from what the follower saw go by
             rec = stored.host_run(out.host)
             out.results, out.errors = (rec.results, rec.errors) if rec is not None else (0, 0)
+        by_name = {h.name: h for h in hosts}
+        for out in results:
+            out.state_dir = run_dir_text(by_name[out.host], self.run_id) if out.host in by_name else None
         status = run_status(results)
         await self.writer.call(self.store.finish_run, self.run_id, status)
         self.writer.close()
@@ -575,7 +583,7 @@ class Runner:
         agent = agent_argv(hr.host, hr.dep)
         from_seq = 0
         if resume:
-            res = await hr.t.run([*agent, "status", self.run_id], timeout_s=120, check=False)
+            res = await hr.t.run([*agent, "status", self.run_id, *run_opts(hr.host)], timeout_s=120, check=False)
             # exit 4: no such run on the host; anything else unexpected is the agent's error
             status = {"state": "unknown"} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)
             from_seq = await self.writer.call(self.store.last_seq, self.run_id, name) + 1
@@ -600,7 +608,11 @@ class Runner:
             name,
             {"spec": dict(spec), "preset": spec.get("preset"), "gpu_spec": hr.gpu.key if hr.gpu else None},
         )
-        await agent_json(hr.t, [*agent, "start", "--spec-json", json.dumps({**spec, "facts": hr.facts})])
+        if self.req.wait_s:
+            self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
+        started_by = f"{getpass.getuser()}@{socket.gethostname()}"
+        await start_run(hr.t, agent, hr.host, {**spec, "facts": hr.facts, "started_by": started_by},
+                        wait_s=self.req.wait_s)  # fmt: skip
         hr.started = True
         self.observer.host_state(name, "started")
         await self._follow_counted(hr, from_seq)
@@ -636,7 +648,7 @@ async def _cancel_on_host(host: Host, run_id: str, *, dep: HostDeploy | None, ti
     try:
         if dep is None:
             dep = await deploy_host(t, host)
-        await agent_json(t, [*agent_argv(host, dep), "cancel", run_id], timeout_s=30)
+        await agent_json(t, [*agent_argv(host, dep), "cancel", run_id, *run_opts(host)], timeout_s=30)
     finally:
         await t.close()
 

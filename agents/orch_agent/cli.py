@@ -1,27 +1,42 @@
 """The agent's command line. Every command prints one JSON document on stdout (``follow`` prints spool lines).
 
 Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a
-different spec); 3 the worker died without writing ``done`` (``follow``, ``start`` of such a run); 4 no such
-run; 1 anything unexpected. Errors are ``{"error": message, "code": short_name}`` — on stdout, except for
-``follow``, whose stdout is the event stream, where they go to stderr.
+different spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see
+``leases.py``); 3 the worker died without writing ``done`` (``follow``, ``start`` of such a run); 4 no such
+run; 5 the run's directory cannot be written (disk full, I/O error; the message names the path); 1 anything
+unexpected. Errors are ``{"error": message, "code": short_name}`` — on stdout, except for ``follow``, whose
+stdout is the event stream, where they go to stderr.
 
-- ``facts [--orch-home DIR]``: host facts (``sysinfo.collect``).
-- ``start (--spec FILE | --spec-json JSON) [--orch-home DIR]``: create ``<home>/runs/<run_id>/``, write
-  ``spec.json``, launch the worker detached (own session), write ``pid``; prints ``{"run_id", "pid", "spool",
-  "started": true}`` and exits at once. Starting a run whose spool already has ``done`` prints its status with
-  ``"started": false`` (idempotent, for resume).
+Every run command takes ``--orch-home DIR`` (default ``~/.orch``) and ``--host NAME`` (the inventory's name for
+this host, default the hostname): a run's files are in ``<orch home>/runs/<run_id>/<host>/`` (see ``runs.py``).
+
+- ``facts``: host facts (``sysinfo.collect``).
+- ``start --spec FILE`` (``-``: read it from stdin; never on the command line, where ``ps`` shows it and Linux caps
+  one argument at 128 KiB): create the run directory (0700, files 0600), write ``spec.json``, lease the node's
+  GPUs (waiting up to the spec's ``lease_wait_s``), launch the worker detached (own session) holding the
+  leases, write ``pid``; prints ``{"run_id", "host", "pid", "spool", "started": true}`` and exits
+  at once. Starting a run whose spool already has ``done`` prints its status with ``"started": false``
+  (idempotent, for resume).
 - ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
-  the ``done`` line.
-- ``cancel RUN_ID``: SIGTERM the worker's process group, SIGKILL after 10 s, write ``done`` (cancelled) if the
-  worker could not; prints ``{"run_id", "was_running", "killed"}``.
-- ``status RUN_ID``: ``{"run_id", "state": running|finished|dead|unknown, "pid", "lines", "done"}``.
+  the ``done`` line. A dead worker's error carries its ``reason`` (``fatal.py``) when it recorded one.
+- ``cancel RUN_ID``: SIGTERM the worker's process group, then SIGKILL everything left in its session (the
+  benchmark commands' groups included) after 10 s; write ``done`` (cancelled) if the worker could not; prints
+  ``{"run_id", "was_running", "killed"}``.
+- ``status RUN_ID``: ``{"run_id", "host", "state": running|finished|dead|unknown, "pid", "lines", "done"}``.
+- ``logs RUN_ID [--case N] [--parsed]``: the full outputs a ``command`` run kept on the host
+  (``benches/command.py``): ``{"run_id", "host", "cases": [{"case_index", "runs": [{"run", "stdout"|"stderr"|
+  "output": {"text", "bytes", "sha256"}}]}]}``; with ``--parsed --case N``, ``{"run_id", "host", "case_index",
+  "outputs": [text, ...]}``: what orch parses, one per timed run.
 - ``version``: ``{"agent_version", "python", "protocol"}``.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import fcntl
+import getpass
+import hashlib
 import json
 import os
 import platform
@@ -31,13 +46,14 @@ import sys
 import time
 from typing import Any
 
-from . import PROTOCOL_VERSION, sysinfo
+from . import PROTOCOL_VERSION, fatal, leases, sysinfo
 from .meta import agent_version, self_argv, self_env
-from .runs import RunDir, group_alive, is_worker
+from .reaper import kill_session
+from .runs import RunDir, group_alive, is_worker, pid_alive, session_members, valid_run_id
 from .spec import validate
-from .spool import Spool, find_done, iter_new_lines, line_type, read_lines
+from .spool import Spool, SpoolWriteError, find_done, iter_new_lines, line_type, read_lines
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN, EXIT_WRITE = 0, 1, 2, 3, 4, 5
 CANCEL_GRACE_S = 10.0
 
 
@@ -57,8 +73,19 @@ def _print(doc: Any) -> None:
     sys.stdout.flush()
 
 
-def _existing_run(run_id: str, orch_home: str | None) -> RunDir:
-    rd = RunDir.for_run(run_id, orch_home)
+def _run_dir(run_id: str, args: argparse.Namespace) -> RunDir:
+    for what, value in (("run id", run_id), ("--host", args.host)):
+        if value is not None and not valid_run_id(value):
+            raise CliError(f"{what} {value!r} must be letters, digits, '._-'", "usage", EXIT_USAGE)
+    return RunDir.for_run(run_id, args.orch_home, args.host)
+
+
+def _write_error(path: str, exc: OSError) -> CliError:
+    return CliError(f"cannot write {path}: {exc.strerror or exc}", "write_failed", EXIT_WRITE, {"path": path})
+
+
+def _existing_run(run_id: str, args: argparse.Namespace) -> RunDir:
+    rd = _run_dir(run_id, args)
     if not rd.exists():
         raise CliError(f"no run {run_id!r} under {os.path.dirname(rd.path)}", "no_such_run", EXIT_NO_RUN)
     return rd
@@ -70,19 +97,17 @@ def cmd_facts(args: argparse.Namespace) -> int:
 
 
 def cmd_version(args: argparse.Namespace) -> int:
-    _print(
-        {"agent_version": agent_version(), "python": platform.python_version(), "protocol": PROTOCOL_VERSION}
-    )
+    _print({"agent_version": agent_version(), "python": platform.python_version(), "protocol": PROTOCOL_VERSION})
     return EXIT_OK
 
 
 def _load_spec(args: argparse.Namespace) -> dict[str, Any]:
     try:
-        if args.spec_json is not None:
-            raw = json.loads(args.spec_json)
+        if args.spec == "-":
+            raw = json.loads(sys.stdin.buffer.read().decode("utf-8"))
         else:
-            with open(args.spec) as f:
-                raw = json.load(f)
+            with open(args.spec, "rb") as f:
+                raw = json.loads(f.read().decode("utf-8"))
         return validate(raw)
     except (OSError, ValueError) as exc:
         raise CliError(f"bad spec: {exc}", "bad_spec", EXIT_USAGE) from exc
@@ -90,10 +115,15 @@ def _load_spec(args: argparse.Namespace) -> dict[str, Any]:
 
 def cmd_start(args: argparse.Namespace) -> int:
     spec = _load_spec(args)
-    rd = RunDir.for_run(spec["run_id"], args.orch_home)
-    os.makedirs(rd.path, exist_ok=True)
+    rd = _run_dir(spec["run_id"], args)
+    os.umask(0o077)  # the run's files hold the spec (env values may be secrets): 0700 directories, 0600 files
+    try:
+        os.makedirs(rd.path, mode=0o700, exist_ok=True)
+        lock = open(os.path.join(rd.path, "start.lock"), "a")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise _write_error(rd.path, exc) from None
     # One start at a time per run: two racing starts must not launch two workers.
-    with open(os.path.join(rd.path, "start.lock"), "a") as lock:
+    with lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if os.path.exists(rd.spec_path):
             return _start_existing(rd, spec)
@@ -108,9 +138,7 @@ def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
     except (OSError, ValueError):
         old = None
     if old != spec:
-        raise CliError(
-            "run {!r} exists with a different spec".format(spec["run_id"]), "spec_mismatch", EXIT_USAGE, st
-        )
+        raise CliError("run {!r} exists with a different spec".format(spec["run_id"]), "spec_mismatch", EXIT_USAGE, st)
     if st["state"] == "finished":
         _print({**st, "spool": rd.spool, "started": False})
         return EXIT_OK
@@ -132,11 +160,64 @@ def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
     return _launch(rd, spec)
 
 
+def _write_file(path: str, data: bytes) -> None:
+    """``data`` into ``path`` (0600) via a temporary name: whole or not at all. Raises CliError naming the path."""
+    tmp = path + ".tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise _write_error(path, exc) from None
+
+
+def _take_leases(rd: RunDir, spec: dict[str, Any]) -> dict[str, int]:
+    """Lease the GPUs this run uses (``leases.py``); ``{uuid: locked fd}``. Raises CliError ``gpu_busy``."""
+    uuids = leases.gpu_uuids(spec.get("facts"))
+    if not uuids:
+        return {}
+
+    def waiting(busy: leases.LeaseBusy) -> None:
+        sys.stderr.write(json.dumps({"waiting": str(busy), "holder": busy.holder}, sort_keys=True) + "\n")
+        sys.stderr.flush()
+
+    try:
+        held = leases.acquire(uuids, float(spec.get("lease_wait_s") or 0.0), on_wait=waiting)
+    except leases.LeaseBusy as busy:
+        raise CliError(str(busy), "gpu_busy", EXIT_USAGE, {"gpu": busy.gpu, "holder": busy.holder}) from None
+    except OSError as exc:
+        raise CliError(
+            f"cannot use the GPU lease directory {sysinfo.lease_dir()}: {exc.strerror or exc}", "lease_dir", EXIT_WRITE
+        ) from None
+    started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for uuid, fd in held.items():
+        leases.write_record(
+            fd,
+            {"gpu": uuid, "run_id": rd.run_id, "host": rd.host, "user": getpass.getuser(),
+             "started_by": spec.get("started_by"), "pid": None, "started": started},
+        )  # fmt: skip
+    return held
+
+
 def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
-    tmp = rd.spec_path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(spec, f, sort_keys=True)
-    os.replace(tmp, rd.spec_path)
+    try:
+        fatal.reserve(rd.reason_path)
+    except OSError as exc:
+        raise _write_error(rd.reason_path, exc) from None
+    _write_file(rd.spec_path, json.dumps(spec, sort_keys=True).encode("utf-8"))
+    held = _take_leases(rd, spec)
+    lease_paths = [os.path.join(sysinfo.lease_dir(), u + ".lock") for u in sorted(held)]
+    _write_file(os.path.join(rd.path, "leases.json"), json.dumps(lease_paths).encode("utf-8"))
     with open(os.devnull, "rb") as stdin, open(os.path.join(rd.path, "worker.log"), "ab") as log:
         # Detached: its own session (survives the SSH session's SIGHUP), no inherited fds. Never waited on
         # here; once this process exits the worker is reparented and reaped by init.
@@ -149,12 +230,14 @@ def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
             start_new_session=True,
             cwd=rd.path,
             env=self_env(),
+            pass_fds=tuple(held.values()),  # the worker holds the GPU leases for as long as it lives
         )
-    tmp = rd.pid_path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{proc.pid}\n")
-    os.replace(tmp, rd.pid_path)
-    _print({"run_id": spec["run_id"], "pid": proc.pid, "spool": rd.spool, "started": True})
+    for fd in held.values():
+        rec = leases.read_record(fd)
+        leases.write_record(fd, {**rec, "pid": proc.pid})
+    leases.release(held)  # our copies only: the worker's descriptors keep the locks
+    _write_file(rd.pid_path, f"{proc.pid}\n".encode())
+    _print({"run_id": spec["run_id"], "host": rd.host, "pid": proc.pid, "spool": rd.spool, "started": True})
     return EXIT_OK
 
 
@@ -165,7 +248,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_follow(args: argparse.Namespace) -> int:
-    rd = _existing_run(args.run_id, args.orch_home)
+    rd = _existing_run(args.run_id, args)
     out = sys.stdout.buffer
     pos = {"offset": 0, "line": 0}
 
@@ -195,43 +278,42 @@ def cmd_follow(args: argparse.Namespace) -> int:
                     "agent worker exited without finishing",
                     "worker_dead",
                     EXIT_DEAD,
-                    {"run_id": rd.run_id, "pid": rd.pid(), "lines": pos["line"]},
+                    {"run_id": rd.run_id, "pid": rd.pid(), "lines": pos["line"], "reason": rd.reason()},
                 )
         time.sleep(args.poll_s)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    rd = _existing_run(args.run_id, args.orch_home)
+    rd = _existing_run(args.run_id, args)
     pid = rd.pid()
     was_running = pid is not None and is_worker(pid, rd.path)
+    # A live pid that is not our worker is a recycled pid: its group and session are someone else's. A dead
+    # worker's pid cannot be reused while processes of its session or group are left (the kernel keeps it).
+    ours = pid is not None and (was_running or not pid_alive(pid))
     killed = False
-    if pid is not None and (was_running or group_alive(pid)):
+    if pid is not None and ours and (was_running or group_alive(pid) or session_members(pid)):
         try:
-            os.killpg(pid, signal.SIGTERM)
+            os.killpg(pid, signal.SIGTERM)  # the worker's own group (not its commands'): it stops them itself
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + args.grace_s
-        while group_alive(pid) and time.monotonic() < deadline:
+        while (group_alive(pid) or session_members(pid)) and time.monotonic() < deadline:
             time.sleep(0.05)
-        if group_alive(pid):
-            try:
-                os.killpg(pid, signal.SIGKILL)
-                killed = True
-            except ProcessLookupError:
-                pass
-            deadline = time.monotonic() + 5.0
-            while group_alive(pid) and time.monotonic() < deadline:
-                time.sleep(0.05)
+        if group_alive(pid) or session_members(pid):
+            killed = kill_session(pid, exclude=(os.getpid(),), deadline_s=10.0) > 0
     if find_done(read_lines(rd.spool)) is None:
-        with Spool(rd.spool) as spool:
-            if find_done(read_lines(rd.spool)) is None:
-                spool.append(
-                    "done",
-                    fsync=True,
-                    status="cancelled",
-                    counts=_counts(read_lines(rd.spool)),
-                    note="written by cancel",
-                )
+        try:
+            with Spool(rd.spool) as spool:
+                if find_done(read_lines(rd.spool)) is None:
+                    spool.append(
+                        "done",
+                        fsync=True,
+                        status="cancelled",
+                        counts=_counts(read_lines(rd.spool)),
+                        note="written by cancel",
+                    )
+        except SpoolWriteError as exc:
+            raise CliError(str(exc), "write_failed", EXIT_WRITE, {"path": rd.spool}) from None
     _print({"run_id": rd.run_id, "was_running": was_running, "killed": killed})
     return EXIT_OK
 
@@ -241,8 +323,61 @@ def _counts(lines: list[bytes]) -> dict[str, int]:
     return {"lines": len(lines), "results": types.count("result"), "errors": types.count("error")}
 
 
+def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
+    """``{timed run k: {stream: path}}`` of one case's kept outputs."""
+    d = os.path.join(rd.outputs_dir, str(case))
+    runs: dict[int, dict[str, str]] = {}
+    for name in os.listdir(d) if os.path.isdir(d) else []:
+        k, _, stream = name.partition(".")
+        if k.isdigit() and stream in ("stdout", "stderr", "output"):
+            runs.setdefault(int(k), {})[stream] = os.path.join(d, name)
+    return runs
+
+
+def _read_text(path: str) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        data = f.read()
+    return {"text": data.decode("utf-8", "replace"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    rd = _existing_run(args.run_id, args)
+    cases = sorted(int(n) for n in (os.listdir(rd.outputs_dir) if os.path.isdir(rd.outputs_dir) else []) if n.isdigit())
+    if args.case is not None:
+        if args.case not in cases:
+            raise CliError(
+                f"run {rd.run_id!r} on {rd.host} kept no output for case {args.case} (cases with outputs: "
+                f"{', '.join(map(str, cases)) or 'none'})",
+                "no_such_case",
+                EXIT_NO_RUN,
+            )
+        cases = [args.case]
+    if args.parsed:
+        if args.case is None:
+            raise CliError("--parsed needs --case N", "usage", EXIT_USAGE)
+        runs = _case_runs(rd, args.case)
+        out = []
+        for k in sorted(runs):
+            path = runs[k].get("output") or runs[k].get("stdout")
+            with open(path, "rb") as f:
+                out.append(f.read().decode("utf-8", "replace"))
+        _print({"run_id": rd.run_id, "host": rd.host, "case_index": args.case, "outputs": out})
+        return EXIT_OK
+    doc = []
+    for c in cases:
+        runs = _case_runs(rd, c)
+        doc.append(
+            {
+                "case_index": c,
+                "runs": [{"run": k, **{s: _read_text(p) for s, p in sorted(runs[k].items())}} for k in sorted(runs)],
+            }
+        )
+    _print({"run_id": rd.run_id, "host": rd.host, "cases": doc})
+    return EXIT_OK
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    rd = RunDir.for_run(args.run_id, args.orch_home)
+    rd = _run_dir(args.run_id, args)
     st = rd.status()
     _print(st)
     return EXIT_OK if rd.exists() else EXIT_NO_RUN
@@ -255,6 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def home(p: argparse.ArgumentParser) -> None:
         p.add_argument("--orch-home", default=None, help="orch home directory (default ~/.orch)")
+        p.add_argument("--host", default=None, help="this host's name in orch's inventory (default: hostname)")
 
     p = sub.add_parser("facts", help="host facts as JSON")
     home(p)
@@ -263,9 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     home(p)  # accepted (and ignored) so every command takes the same common options
     p.set_defaults(fn=cmd_version)
     p = sub.add_parser("start", help="start a run detached; prints run_id, pid, spool")
-    g = p.add_mutually_exclusive_group(required=True)
-    g.add_argument("--spec", help="spec JSON file")
-    g.add_argument("--spec-json", help="spec as a JSON string")
+    p.add_argument("--spec", required=True, help="spec JSON file, or - to read it from stdin")
     home(p)
     p.set_defaults(fn=cmd_start)
     p = sub.add_parser("_worker", help=argparse.SUPPRESS)
@@ -273,12 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_worker)
     p = sub.add_parser("follow", help="stream spool lines from --from SEQ until done")
     p.add_argument("run_id")
-    p.add_argument(
-        "--from", dest="from_seq", type=int, default=0, help="first line (seq) to print, default 0"
-    )
-    p.add_argument(
-        "--poll-s", type=float, default=0.02, help="seconds between polls of the spool, default 0.02"
-    )
+    p.add_argument("--from", dest="from_seq", type=int, default=0, help="first line (seq) to print, default 0")
+    p.add_argument("--poll-s", type=float, default=0.02, help="seconds between polls of the spool, default 0.02")
     home(p)
     p.set_defaults(fn=cmd_follow)
     p = sub.add_parser("cancel", help="stop a run's process group")
@@ -286,6 +416,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grace-s", type=float, default=CANCEL_GRACE_S, help="SIGTERM grace before SIGKILL, s")
     home(p)
     p.set_defaults(fn=cmd_cancel)
+    p = sub.add_parser("logs", help="full outputs a command run kept on the host")
+    p.add_argument("run_id")
+    p.add_argument("--case", type=int, default=None, help="only this case (its index in the run)")
+    p.add_argument("--parsed", action="store_true", help="only the text orch parses, one per timed run")
+    home(p)
+    p.set_defaults(fn=cmd_logs)
     p = sub.add_parser("status", help="state of a run")
     p.add_argument("run_id")
     home(p)

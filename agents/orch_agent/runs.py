@@ -1,8 +1,10 @@
 """A run's directory on the host and the liveness of its worker.
 
-``<orch_home>/runs/<run_id>/`` holds ``spec.json``, ``pid`` (the worker's pid, which is also its process group
-and session id), ``events.jsonl`` (the spool), and ``worker.log`` (the
-worker's stdout and stderr: tracebacks of crashes that the spool could not record).
+``<orch_home>/runs/<run_id>/<host>/`` (per host: homes are often shared over NFS, and two hosts of one run must
+not share a spool) holds ``spec.json``, ``pid`` (the worker's pid, which is also its process group and session
+id), ``events.jsonl`` (the spool), ``reason`` (why the worker died, when it could tell: see :mod:`.fatal`),
+``outputs/`` (full outputs of ``command`` cases) and ``worker.log`` (the worker's stdout and stderr: tracebacks of
+crashes that the spool could not record). Everything is created 0700/0600: the spec may hold secrets in ``env``.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import socket
 from typing import Any
 
 from .spool import SPOOL_NAME, find_done, read_lines
@@ -23,18 +26,41 @@ def valid_run_id(run_id: str) -> bool:
     return bool(_RUN_ID_RE.match(run_id))
 
 
+def default_host() -> str:
+    """The name a run directory is kept under when orch names no host: this machine's hostname, made valid."""
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()).lstrip(".") or "localhost"
+    return name[:128]
+
+
 class RunDir:
+    """``path`` is ``<orch_home>/runs/<run_id>/<host>``."""
+
     def __init__(self, path: str) -> None:
         self.path = os.path.abspath(path)
-        self.run_id = os.path.basename(self.path)
+        self.host = os.path.basename(self.path)
+        self.run_id = os.path.basename(os.path.dirname(self.path))
 
     @classmethod
-    def for_run(cls, run_id: str, orch_home: str | None = None) -> RunDir:
-        return cls(os.path.join(resolve_home(orch_home), "runs", run_id))
+    def for_run(cls, run_id: str, orch_home: str | None = None, host: str | None = None) -> RunDir:
+        return cls(os.path.join(resolve_home(orch_home), "runs", run_id, host or default_host()))
 
     @property
     def orch_home(self) -> str:
-        return os.path.dirname(os.path.dirname(self.path))
+        return os.path.dirname(os.path.dirname(os.path.dirname(self.path)))
+
+    @property
+    def reason_path(self) -> str:
+        return os.path.join(self.path, "reason")
+
+    @property
+    def outputs_dir(self) -> str:
+        return os.path.join(self.path, "outputs")
+
+    def reason(self) -> str | None:
+        """Why the worker died, as it recorded it (see :mod:`.fatal`), or None."""
+        from .fatal import read_reason
+
+        return read_reason(self.reason_path)
 
     @property
     def spool(self) -> str:
@@ -63,7 +89,8 @@ class RunDir:
         return pid is not None and is_worker(pid, self.path)
 
     def status(self) -> dict[str, Any]:
-        """``{"run_id", "state": running|finished|dead|unknown, "pid", "lines", "done"}``."""
+        """``{"run_id", "host", "state": running|finished|dead|unknown, "pid", "lines", "done"}`` (+ ``reason`` when
+        dead: the worker's own last words, or None)."""
         pid = self.pid()
         lines = read_lines(self.spool)
         done = find_done(lines)
@@ -77,7 +104,10 @@ class RunDir:
             state = "running"
         else:
             state = "dead"
-        return {"run_id": self.run_id, "state": state, "pid": pid, "lines": len(lines), "done": done}
+        out = {"run_id": self.run_id, "host": self.host, "state": state, "pid": pid, "lines": len(lines), "done": done}
+        if state == "dead":
+            out["reason"] = self.reason()
+        return out
 
 
 def pid_alive(pid: int) -> bool:
@@ -108,6 +138,35 @@ def is_worker(pid: int, run_dir: str) -> bool:
     except OSError:
         return True
     return b"_worker" in argv and os.fsencode(run_dir) in argv
+
+
+def _proc_stats() -> list[tuple[int, str, int, int]]:
+    """``(pid, state, pgid, sid)`` of every process /proc shows."""
+    out = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+            rest = stat[stat.rindex(")") + 2 :].split()
+            out.append((int(name), rest[0], int(rest[2]), int(rest[3])))
+        except (OSError, ValueError, IndexError):
+            continue
+    return out
+
+
+def session_members(sid: int, exclude: tuple[int, ...] = ()) -> list[tuple[int, int]]:
+    """``(pid, pgid)`` of the live (non-zombie) processes of session ``sid``, leaving out ``exclude``.
+
+    The worker is a session leader (``start`` launches it with ``setsid``) and every process it starts stays in
+    its session (commands get their own process group, not their own session), so this is "everything the run
+    started" — except a program that calls ``setsid`` itself."""
+    return [(pid, pgid) for pid, state, pgid, s in _proc_stats() if s == sid and state != "Z" and pid not in exclude]
 
 
 def group_alive(pgid: int) -> bool:

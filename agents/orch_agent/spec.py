@@ -2,7 +2,9 @@
 
 ``{"run_id": str, "suite": str, "bench": "moe_gemm"|"hbm"|"sleep", "cases": [{param: value, ...}, ...],
 "repeat": int (timed samples per case, default 20), "warmup": int (default 5), "device": "auto"|"cuda"|"cpu"
-(default "auto"), "seed": int (default 0)}``. Unknown top-level keys are kept.
+(default "auto"), "seed": int (default 0), "lease_wait_s": float (how long ``start`` waits for GPUs leased by
+another run, s; default 0: refuse at once), "started_by": "user@machine" of orch (named in lease records),
+"facts": the host facts orch collected}``. Unknown top-level keys are kept.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 from .benches import BENCHES
 from .runs import valid_run_id
 
-DEFAULTS: dict[str, Any] = {"suite": "", "repeat": 20, "warmup": 5, "device": "auto", "seed": 0}
+DEFAULTS: dict[str, Any] = {"suite": "", "repeat": 20, "warmup": 5, "device": "auto", "seed": 0, "lease_wait_s": 0}
 DEVICES = ("auto", "cuda", "cpu")
 
 
@@ -47,6 +49,9 @@ def validate(doc: Any) -> dict[str, Any]:
     _int(out, "repeat", 1)
     _int(out, "warmup", 0)
     _int(out, "seed", 0)
+    w = out["lease_wait_s"]
+    if isinstance(w, bool) or not isinstance(w, (int, float)) or not w >= 0:
+        raise SpecError(f"spec 'lease_wait_s' must be a number of seconds >= 0, got {w!r}")
     if out["device"] not in DEVICES:
         raise SpecError("spec 'device' must be one of {}, got {!r}".format(", ".join(DEVICES), out["device"]))
     return out

@@ -2,12 +2,15 @@
 
 Writers (the worker, and ``cancel`` when it has to write ``done`` for a killed worker) open the file with
 ``O_APPEND``, take ``fcntl.flock`` for the count-then-write step and write each line with a single
-``os.write``, so a follower never sees half a line from us and two writers never reuse a seq. A last line
-without its newline (left by something else) counts as a line; the next append starts on a fresh line.
+``os.write``, so a follower never sees half a line from us and two writers never reuse a seq. A write that fails
+part-way (``ENOSPC``, ``EIO``, a short write) is truncated back to the line's start, so the spool never ends in
+half a line of ours, and raises :class:`SpoolWriteError` naming the path and the errno. A last line without its
+newline (left by something else) counts as a line; the next append starts on a fresh line.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -39,12 +42,27 @@ def encode_event(seq: int, type_: str, fields: dict[str, Any], ts: float | None 
     return (json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str) + "\n").encode("utf-8")
 
 
+class SpoolWriteError(BaseException):
+    """The spool could not take a line (disk full, I/O error): the run cannot go on, since nothing it measured
+    could be recorded. A BaseException so that benches and the worker's per-case handlers, which catch Exception,
+    do not swallow it; the worker records it as its reason for dying (see :mod:`.fatal`)."""
+
+    def __init__(self, path: str, exc: OSError) -> None:
+        name = errno.errorcode.get(exc.errno or 0, "")
+        super().__init__(f"cannot write {path}: {exc.strerror or exc} ({name or 'errno ' + str(exc.errno)})")
+        self.path = path
+        self.errno = exc.errno
+
+
 class Spool:
     """Appender for one spool file. ``append`` returns the seq it wrote."""
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except OSError as exc:
+            raise SpoolWriteError(path, exc) from None
         self._known: tuple[int, int, bool] | None = None  # (size, lines, ends_with_newline)
         self.written = 0  # lines this appender wrote: the agent's own count, reconciled by orch at done
 
@@ -59,25 +77,41 @@ class Spool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _position(self) -> tuple[int, bool]:
+    def _position(self) -> tuple[int, int, bool]:
+        """``(size in bytes, lines, ends with a newline)`` of the spool now."""
         size = os.fstat(self._fd).st_size
         if self._known is not None and self._known[0] == size:
-            return self._known[1], self._known[2]
+            return size, self._known[1], self._known[2]
         with open(self.path, "rb") as f:
             data = f.read()
-        return count_lines(data), (not data or data.endswith(b"\n"))
+        return len(data), count_lines(data), (not data or data.endswith(b"\n"))
 
     def append(self, type_: str, fsync: bool = False, **fields: Any) -> int:
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        """Append one event as one whole line; returns its seq. Raises SpoolWriteError (nothing of the line is
+        left in the file) when the line cannot be written."""
         try:
-            seq, clean_end = self._position()
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except OSError as exc:
+            raise SpoolWriteError(self.path, exc) from None
+        try:
+            size, seq, clean_end = self._position()
             line = encode_event(seq, type_, fields)
             if not clean_end:
                 line = b"\n" + line
-            os.write(self._fd, line)
-            if fsync:
-                os.fsync(self._fd)
-            self._known = (os.fstat(self._fd).st_size, seq + 1, True)
+            try:
+                view = memoryview(line)
+                while view:  # os.write may write less than asked (a signal, a nearly full disk)
+                    view = view[os.write(self._fd, view) :]
+                if fsync:
+                    os.fsync(self._fd)
+            except OSError as exc:
+                try:
+                    os.ftruncate(self._fd, size)  # whole lines only: take back what part of the line got in
+                except OSError:
+                    pass
+                self._known = None
+                raise SpoolWriteError(self.path, exc) from None
+            self._known = (size + len(line), seq + 1, True)
             self.written += 1
             return seq
         finally:

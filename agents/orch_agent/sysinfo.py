@@ -20,6 +20,9 @@ exactly these keys (sizes in bytes):
 - ``orch``: ``{home, agents: [sha...], builds: [sha...], current_build}`` from
   ``<home>/agent/<sha>/agent.pyz``, ``<home>/builds/<sha>/`` (hex names only, so half-written temporaries
   are not listed) and the ``<home>/builds/current`` symlink.
+- ``leases``: ``{dir, held: [...], stale: [...]}``, the GPU leases of this node (see ``leases.py``): each
+  ``{gpu, run_id, host, user, started_by, pid, started}``; ``held`` while a run's worker holds the lock,
+  ``stale`` when the lock is free but its holder's record is left (the holder died without cleaning up).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ import sys
 NVIDIA_SMI_FIELDS = (
     "name,uuid,driver_version,memory.total,clocks.max.sm,clocks.max.mem,ecc.mode.current,pci.bus_id"
 )
+LEASE_DIR_ENV = "ORCH_LEASE_DIR"
+DEFAULT_LEASE_DIR = "/dev/shm/orch-leases"  # node-local (tmpfs), shared by every user of the node; never NFS
 TORCH_PROBE_TIMEOUT_S = 60.0
 NVIDIA_SMI_TIMEOUT_S = 30.0
 DEFAULT_ORCH_HOME = "~/.orch"
@@ -192,6 +197,67 @@ def _orch(home: str) -> dict:
     return {"home": home, "agents": agents, "builds": builds, "current_build": current}
 
 
+def lease_dir() -> str:
+    """Where GPU leases live: ``$ORCH_LEASE_DIR``, else /dev/shm/orch-leases (else /tmp/orch-leases when the
+    node has no /dev/shm). Node-local on purpose: a lock on NFS would be shared by every node mounting it."""
+    env = os.environ.get(LEASE_DIR_ENV)
+    if env:
+        return env
+    return DEFAULT_LEASE_DIR if os.path.isdir(os.path.dirname(DEFAULT_LEASE_DIR)) else "/tmp/orch-leases"
+
+
+def _locked_inodes() -> set:
+    """``(major, minor, inode)`` of every file that holds a lock, from /proc/locks (read-only: no probing lock
+    that could make a starting run believe its GPU busy)."""
+    out = set()
+    try:
+        with open("/proc/locks") as f:
+            for line in f:
+                parts = line.split()
+                if "->" in parts:  # a waiter, not a holder
+                    continue
+                for p in parts:
+                    bits = p.split(":")
+                    if len(bits) == 3 and all(bits):
+                        try:
+                            out.add((int(bits[0], 16), int(bits[1], 16), int(bits[2])))
+                        except ValueError:
+                            pass
+                        break
+    except OSError:
+        pass
+    return out
+
+
+def _leases() -> dict:
+    d = lease_dir()
+    held, stale = [], []
+    locked = _locked_inodes()
+    for name in _listdir(d):
+        if not name.endswith(".lock"):
+            continue
+        path = os.path.join(d, name)
+        try:
+            st = os.stat(path)
+            with open(path, "rb") as f:
+                raw = f.read(65536)
+        except OSError:
+            continue
+        try:
+            doc = json.loads(raw.decode("utf-8", "replace")) if raw.strip() else {}
+        except ValueError:
+            doc = {}
+        if not isinstance(doc, dict):
+            doc = {}
+        entry = {"gpu": name[: -len(".lock")]}
+        entry.update({k: doc.get(k) for k in ("run_id", "host", "user", "started_by", "pid", "started")})
+        if (os.major(st.st_dev), os.minor(st.st_dev), st.st_ino) in locked:
+            held.append(entry)
+        elif doc:
+            stale.append(entry)
+    return {"dir": d, "held": held, "stale": stale}
+
+
 def resolve_home(orch_home=None) -> str:
     """The absolute orch home: the argument, else ``~/.orch``."""
     return os.path.abspath(os.path.expanduser(orch_home or DEFAULT_ORCH_HOME))
@@ -211,6 +277,7 @@ def collect(orch_home=None) -> dict:
         "nvidia_smi": _nvidia_smi(),
         "disk": _disk(home),
         "orch": _orch(home),
+        "leases": _leases(),
     }
 
 

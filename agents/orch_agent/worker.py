@@ -4,21 +4,27 @@ Event order: ``hello``, then per case ``case_start`` and ``result`` or ``error``
 and finally ``done`` (fsync'ed) with ``status`` completed (every case ran; some may have errored), failed (the
 spec was bad, the run broke, or every case errored) or cancelled (SIGTERM). SIGTERM interrupts the running
 case at once; the worker still writes ``done`` before it exits.
+
+Before the first event the worker forks its guardian (:mod:`.reaper`: nothing it starts outlives it). When it
+dies of an error it cannot put in the spool — the spool itself cannot be written (disk full, I/O error), or the
+worker's own code failed — it records why in the reserved ``reason`` file (:mod:`.fatal`), which ``follow``
+hands to orch.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import traceback
 from typing import Any
 
-from . import sysinfo
+from . import fatal, leases, reaper, sysinfo
 from .benches import Context, load
 from .meta import agent_version
 from .runs import RunDir
 from .spec import validate
-from .spool import Spool
+from .spool import Spool, SpoolWriteError
 
 
 class Cancelled(BaseException):
@@ -42,8 +48,46 @@ def _check_result(out: Any) -> dict[str, Any]:
 
 
 def run(run_dir: str) -> int:
-    """Run the spec in ``run_dir``; returns the process exit status (0 unless the run itself failed)."""
+    """Run the spec in ``run_dir``; returns the process exit status (0 unless the run itself failed).
+
+    A spool that cannot be written ends the run at once: the reason (path and errno) goes to ``reason``."""
+    os.umask(0o077)
     rd = RunDir(run_dir)
+    if not os.path.exists(rd.reason_path):
+        try:
+            fatal.reserve(rd.reason_path)
+        except OSError:
+            pass
+    reaper.start_guardian()
+    try:
+        return _guarded(rd)
+    finally:
+        _clear_leases(rd)
+
+
+def _clear_leases(rd: RunDir) -> None:
+    """Blank this worker's lease records (the locks themselves end with the process)."""
+    try:
+        with open(os.path.join(rd.path, "leases.json")) as f:
+            paths = json.load(f)
+    except (OSError, ValueError):
+        return
+    if isinstance(paths, list):
+        leases.clear_records([p for p in paths if isinstance(p, str)], os.getpid())
+
+
+def _guarded(rd: RunDir) -> int:
+    try:
+        return _run(rd)
+    except SpoolWriteError as exc:
+        fatal.record(rd.reason_path, f"the agent worker stopped: {exc}")
+        return 1
+    except BaseException as exc:
+        fatal.record(rd.reason_path, f"the agent worker failed: {describe_exception(exc)}")
+        raise
+
+
+def _run(rd: RunDir) -> int:
     flags = {"interruptible": False, "cancelled": False}
 
     def on_term(signum: int, frame: Any) -> None:
@@ -56,6 +100,7 @@ def run(run_dir: str) -> int:
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     counts = {"results": 0, "errors": 0}
     status = "failed"
+    reason: str | None = None  # why the run stopped early, when the spool itself failed
     spec: dict[str, Any] | None = None
     with Spool(rd.spool) as spool:
         try:
@@ -91,12 +136,14 @@ def run(run_dir: str) -> int:
                 device=spec["device"],
                 seed=spec["seed"],
                 log=lambda level, msg: spool.append("log", level=level, message=msg),
+                run_dir=rd.path,
             )
             bench = load(spec["bench"])
             for i, case in enumerate(cases):
                 if flags["cancelled"]:
                     raise Cancelled()
                 spool.append("case_start", case_index=i, case=case)
+                ctx.case_index = i
                 try:
                     flags["interruptible"] = True
                     out = bench(case, ctx)
@@ -119,6 +166,11 @@ def run(run_dir: str) -> int:
                 counts["results"] += 1
             status = "failed" if counts["errors"] and not counts["results"] else "completed"
             return 0
+        except SpoolWriteError as exc:
+            # The spool is full (or failing): the `done` below is tried once — a short line may still fit where
+            # the lost one did not — carrying why, so orch shows it; the reason file has it either way.
+            status, reason = "failed", f"the agent worker stopped: {exc}"
+            raise
         except Cancelled:
             status = "cancelled"
             spool.append("log", level="warning", message="cancelled by SIGTERM")
@@ -130,7 +182,8 @@ def run(run_dir: str) -> int:
             return 1
         finally:
             flags["interruptible"] = False
-            if flags["cancelled"]:
+            if flags["cancelled"] and reason is None:
                 status = "cancelled"
             # lines: every line before done (the worker is the spool's only writer until done)
-            spool.append("done", fsync=True, status=status, counts={"lines": spool.written, **counts})
+            counts_doc = {"lines": spool.written, **counts}
+            spool.append("done", fsync=True, status=status, counts=counts_doc, **({"reason": reason} if reason else {}))

@@ -568,6 +568,9 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
             c.print(f"[{colour}]{h.host}: {h.status}[/{colour}]" + (f" — {h.error}" if h.error else ""), soft_wrap=True)
             if getattr(h, "hint", None):
                 c.print(f"    hint: {h.hint}", soft_wrap=True)
+    dirs = [f"{h.host}: {h.state_dir}" for h in outcome.hosts if getattr(h, "state_dir", None)]
+    if dirs:  # connection: local hosts too: say where the node-local state went (the inventory's orch_home:)
+        c.print("run state (spool, spec, outputs) on the hosts: " + ", ".join(dirs), soft_wrap=True)
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
     c.print(
         f"run [bold]{short_run_id(outcome.run_id)}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
@@ -701,3 +704,27 @@ def import_outcome(o: Any) -> None:
     )
     if o.error:
         c.print(f"[{colour}]{escape(o.host)}: {escape(o.error)}[/{colour}]", soft_wrap=True)
+
+
+
+def run_logs(run_id: str, hosts: list[Any]) -> None:
+    """``orch runs logs``: per host, case and timed run, a header line (stream, bytes, sha256) and the text as
+    the tool wrote it; a host that could not answer gets a red line."""
+    out = sys.stdout
+    for h in hosts:
+        if h.error:
+            console().print(f"[red]{h.host}: {h.error}[/red]" + (f" ({h.hint})" if h.hint else ""))
+            continue
+        for c in h.cases:
+            for r in c.get("runs", []):
+                for stream in ("stdout", "stderr", "output"):
+                    f = r.get(stream)
+                    if not isinstance(f, dict):
+                        continue
+                    out.write(
+                        f"==> {h.host} case {c.get('case_index')} run {r.get('run')} {stream} "
+                        f"({f.get('bytes')} bytes, sha256 {f.get('sha256')}) <==\n"
+                    )
+                    text = str(f.get("text", ""))
+                    out.write(text if text.endswith("\n") or not text else text + "\n")
+    out.flush()

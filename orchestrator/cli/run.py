@@ -51,6 +51,13 @@ def run(
         list[Path] | None,
         typer.Option("--suite-dir", help="Directory of user suite files (*.yaml), repeatable; also ORCH_SUITE_DIR."),
     ] = None,
+    wait: Annotated[
+        float,
+        typer.Option(
+            "--wait", min=0, metavar="SECONDS",
+            help="Wait up to SECONDS for GPUs another run holds; default 0: such a host fails at once, naming it.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
     from orchestrator.runner import Runner, RunRequest
@@ -69,6 +76,7 @@ def run(
         repeat=repeat,
         label=label,
         timeout_s=timeout,
+        wait_s=wait,
     )
     progress = render.RunProgress(enabled=not json_out)
     runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))

@@ -1,4 +1,5 @@
-"""``orch runs list|show RUN_ID|compare BASE HEAD|import SPOOL``: stored runs as rich tables or ``--json``."""
+"""``orch runs list|show RUN_ID|compare BASE HEAD|import SPOOL|logs RUN_ID``: stored runs as rich tables or
+``--json``."""
 
 from __future__ import annotations
 
@@ -165,3 +166,34 @@ def remove_runs(
         for r in runs:
             store.delete_run(r.id)
     render.removed(runs)
+
+
+@app.command("logs")
+def logs(
+    ctx: typer.Context,
+    run_id: Annotated[str, typer.Argument(help=RUN_REF_HELP)],
+    host: Annotated[str | None, typer.Option("--host", help="Only this host of the run (default: every host).")] = None,
+    case: Annotated[
+        int | None, typer.Option("--case", min=0, help="Only this case, by its index in the run (default: all).")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per host, s; default 10.")
+    ] = 10.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """The full stdout/stderr/output of a command suite's runs, fetched from the hosts that kept them (results
+    store excerpts, sizes and sha256). Exit 1 when a host could not answer."""
+    import asyncio
+
+    from orchestrator.runlogs import fetch_logs
+
+    app = app_context(ctx)
+    with _store(ctx) as store:
+        detail = store.get_run(store.resolve_run_id(run_id))
+    inventory = app.inventory()
+    out = asyncio.run(fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, timeout_s=timeout))
+    if json_out:
+        render.print_json({"run_id": detail.id, "hosts": [h.to_dict() for h in out]})
+    else:
+        render.run_logs(detail.id, out)
+    raise typer.Exit(1 if any(h.error for h in out) else 0)

@@ -271,7 +271,10 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
 
     - ``result``: the parsed metrics are added to the agent's ``wall_ms``; the references of ``group`` are
       checked into ``info.references`` (``metric -> {"bound", "lower", "upper", "value", "pass"}``); the raw
-      output is cut to its last 16 KiB (``info.output_tail``). A parser that finds nothing turns the event into
+      output is cut to its last 16 KiB (``info.output_tail``); ``info.files`` (sizes and sha256 of the outputs
+      kept on the host) stays. Parsing needs ``info.outputs``, the whole text of each run: a result whose outputs
+      stayed on the host (``outputs_complete: false``) and were not fetched is an error, never parsed from an
+      excerpt. A parser that finds nothing turns the event into
       an ``error`` for its case (``kind: "parse"``), never a silent success.
     - any event with a case: ``argv``/``env``/``timeout_s`` move from the case to ``info.command`` (results) or
       ``command`` (errors), so the stored case is the parameters alone.
@@ -289,6 +292,14 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
     raw_info = data.get("info")
     info: dict[str, Any] = dict(raw_info) if isinstance(raw_info, dict) else {}
     outputs = info.pop("outputs", None)
+    if outputs is None and info.get("outputs_complete") is False:
+        # The outputs stayed on the host (the runner fetches them before parsing): never parse an excerpt.
+        err = {"message": "the full outputs stayed on the host and were not fetched; parse them with orch runs logs",
+               "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
+        if ev.case_index is not None:
+            err["case_index"] = ev.case_index
+        return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+    info.pop("outputs_complete", None)
     main = info.pop("output", None)
     stdout = info.pop("stdout", None)
     text = main if isinstance(main, str) else stdout if isinstance(stdout, str) else ""

@@ -76,7 +76,7 @@ def _plant(orch: Orch, host: SshdHost, lines: list[str]) -> str:
         store.start_host_run(rid, host.name, facts={}, agent_version="planted", build_sha=None)
     finally:
         store.close()
-    run_dir = host.home / ".orch" / "runs" / rid
+    run_dir = host.home / ".orch" / "runs" / rid / host.name  # the agent keeps each host's run apart
     run_dir.mkdir(parents=True)
     with open(run_dir / "events.jsonl", "w") as f:
         for line in lines:

@@ -25,20 +25,21 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, str]
 
 
 def agent(
-    deployed: tuple[Path, Path, str], *args: str, timeout: float = 300
+    deployed: tuple[Path, Path, str], *args: str, timeout: float = 300, input: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
     home, pyz, _ = deployed
     return subprocess.run(
-        [sys.executable, str(pyz), *args, "--orch-home", str(home)],
+        [sys.executable, str(pyz), *args, "--orch-home", str(home), "--host", "it"],
         capture_output=True,
         timeout=timeout,
         check=False,
         cwd="/",
+        input=input,
     )
 
 
 def run_to_end(deployed: tuple[Path, Path, str], spec: dict[str, Any]) -> list[Event]:
-    out = agent(deployed, "start", "--spec-json", json.dumps(spec))
+    out = agent(deployed, "start", "--spec", "-", input=json.dumps(spec).encode())
     assert out.returncode == 0, out
     fol = agent(deployed, "follow", spec["run_id"], "--from", "0")
     assert fol.returncode == 0, fol.stderr
@@ -64,7 +65,7 @@ def test_sleep_run_from_the_deployed_pyz(deployed: tuple[Path, Path, str]) -> No
     assert hello["facts"]["orch"]["agents"] == [sha]
     assert events[2].metrics()["time_ms"].value >= 5
     assert events[-1].data["status"] == "completed"
-    assert json.loads((home / "runs" / "it-sleep" / "spec.json").read_text())["repeat"] == 20
+    assert json.loads((home / "runs" / "it-sleep" / "it" / "spec.json").read_text())["repeat"] == 20
 
 
 @pytest.mark.torch

@@ -58,6 +58,8 @@ class SshdHost:
     host_certs: list[Path] = field(default_factory=list)
     wrapper: list[str] = field(default_factory=list)  # e.g. nsenter into a network namespace
     proc: subprocess.Popen[bytes] | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment of the host's sessions (sshd takes one SetEnv line: HOME and these go in it)."""
 
     @property
     def config_path(self) -> Path:
@@ -90,7 +92,7 @@ class SshdHost:
                 else ["MaxStartups 100:30:200"]
             ),
             "MaxAuthTries 6",
-            f"SetEnv HOME={self.home}",
+            "SetEnv " + " ".join(f"{k}={v}" for k, v in {"HOME": str(self.home), **self.env}.items()),
             f"Subsystem sftp internal-sftp -d {self.home}",
             "LogLevel VERBOSE",
             *self.extra_config,

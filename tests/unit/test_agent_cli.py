@@ -21,15 +21,28 @@ from orchestrator.protocol import parse_line
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def agent(home: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+HOST = "h1"
+
+
+def agent(home: Path, *args: str, timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "agents.orch_agent", *args, "--orch-home", str(home)],
+        [sys.executable, "-m", "agents.orch_agent", *args, "--orch-home", str(home), "--host", HOST],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        input=input,
     )
+
+
+def start(home: Path, spec_json: str) -> subprocess.CompletedProcess[str]:
+    """``agent start --spec -``: the spec on stdin, as orch sends it."""
+    return agent(home, "start", "--spec", "-", input=spec_json)
+
+
+def run_dir(home: Path, run_id: str) -> Path:
+    return home / "runs" / run_id / HOST
 
 
 def spec(run_id: str, cases: list[dict[str, Any]], **kw: Any) -> str:
@@ -44,7 +57,7 @@ def wait_for(pred: Any, timeout: float = 30.0) -> None:
 
 
 def spool_types(home: Path, run_id: str) -> list[str]:
-    path = home / "runs" / run_id / "events.jsonl"
+    path = run_dir(home, run_id) / "events.jsonl"
     if not path.exists():
         return []
     return [json.loads(x)["type"] for x in path.read_text().splitlines()]
@@ -55,7 +68,7 @@ def home(tmp_path: Path) -> Iterator[Path]:
     h = tmp_path / "orch"
     yield h
     # Never leave a worker behind, whatever the test did.
-    for run in (h / "runs").glob("*") if (h / "runs").exists() else []:
+    for run in (h / "runs").glob("*/*") if (h / "runs").exists() else []:
         pid_file = run / "pid"
         if pid_file.exists():
             pid = int(pid_file.read_text())
@@ -75,6 +88,7 @@ def test_version_and_facts(home: Path) -> None:
     f = json.loads(agent(home, "facts").stdout)
     assert set(f) == {
         "hostname", "kernel", "cpu_count", "mem_total_bytes", "python", "torch", "nvidia_smi", "disk", "orch",
+        "leases",
     }  # fmt: skip
     assert set(f["torch"]) == {
         "ok", "version", "cuda_available", "cuda_version", "device_count", "devices", "error",
@@ -86,7 +100,7 @@ def test_version_and_facts(home: Path) -> None:
 def test_start_runs_detached_and_follow_streams_everything(home: Path) -> None:
     cases = [{"ms": 1}, {"ms": 1, "fail": "boom"}, {"ms": 1}]
     t0 = time.monotonic()
-    out = agent(home, "start", "--spec-json", spec("r1", cases))
+    out = start(home, spec("r1", cases))
     assert out.returncode == 0, out.stderr
     started = json.loads(out.stdout)
     assert started["run_id"] == "r1" and started["started"] is True and started["pid"] > 0
@@ -115,16 +129,16 @@ def test_start_runs_detached_and_follow_streams_everything(home: Path) -> None:
     wait_for(lambda: not pid_alive(started["pid"]))
 
     # idempotent start for resume: a finished run is reported, not run again
-    again = agent(home, "start", "--spec-json", spec("r1", cases))
+    again = start(home, spec("r1", cases))
     assert again.returncode == 0 and json.loads(again.stdout)["started"] is False
     assert len(spool_types(home, "r1")) == 8
     # same run id, different spec: refused
-    other = agent(home, "start", "--spec-json", spec("r1", [{"ms": 2}]))
+    other = start(home, spec("r1", [{"ms": 2}]))
     assert other.returncode == 2 and json.loads(other.stdout)["code"] == "spec_mismatch"
 
 
 def test_follow_from_seq_while_running(home: Path) -> None:
-    assert agent(home, "start", "--spec-json", spec("r2", [{"ms": 150}] * 4)).returncode == 0
+    assert start(home, spec("r2", [{"ms": 150}] * 4)).returncode == 0
     fol = agent(home, "follow", "r2", "--from", "3", "--poll-s", "0.02")
     assert fol.returncode == 0, fol.stderr
     seqs = [json.loads(x)["seq"] for x in fol.stdout.splitlines()]
@@ -137,9 +151,9 @@ def test_follow_from_seq_while_running(home: Path) -> None:
 
 def test_start_refuses_second_worker_and_cancel_stops_it(home: Path) -> None:
     s = spec("r3", [{"ms": 60000}, {"ms": 1}])
-    pid = json.loads(agent(home, "start", "--spec-json", s).stdout)["pid"]
+    pid = json.loads(start(home, s).stdout)["pid"]
     wait_for(lambda: "case_start" in spool_types(home, "r3"))
-    dup = agent(home, "start", "--spec-json", s)
+    dup = start(home, s)
     assert dup.returncode == 2 and json.loads(dup.stdout)["code"] == "already_running"
     assert json.loads(agent(home, "status", "r3").stdout)["state"] == "running"
     t0 = time.monotonic()
@@ -149,7 +163,7 @@ def test_start_refuses_second_worker_and_cancel_stops_it(home: Path) -> None:
     assert not pid_alive(pid)
     types = spool_types(home, "r3")
     assert types[-1] == "done" and types.count("done") == 1 and "result" not in types
-    done = json.loads((home / "runs" / "r3" / "events.jsonl").read_text().splitlines()[-1])
+    done = json.loads((run_dir(home, "r3") / "events.jsonl").read_text().splitlines()[-1])
     assert done["status"] == "cancelled"
     assert json.loads(agent(home, "status", "r3").stdout)["state"] == "finished"
 
@@ -164,7 +178,7 @@ time.sleep(120)
 
 
 def test_cancel_kills_the_whole_group_of_a_wedged_worker(home: Path) -> None:
-    run = home / "runs" / "wedged"
+    run = run_dir(home, "wedged")
     run.mkdir(parents=True)
     (run / "events.jsonl").write_text('{"v":1,"seq":0,"type":"hello","ts":1}\n')
     # argv carries "_worker RUN_DIR" like a real worker, so the agent recognises it
@@ -190,7 +204,7 @@ def test_cancel_kills_the_whole_group_of_a_wedged_worker(home: Path) -> None:
 
 
 def test_follow_passes_corrupted_lines_through(home: Path) -> None:
-    run = home / "runs" / "corrupt"
+    run = run_dir(home, "corrupt")
     run.mkdir(parents=True)
     raw = (
         b'{"v":1,"seq":0,"type":"hello","ts":1.0,"run_id":"corrupt"}\n'
@@ -209,6 +223,8 @@ def test_follow_passes_corrupted_lines_through(home: Path) -> None:
             "1",
             "--orch-home",
             str(home),
+            "--host",
+            HOST,
         ],
         cwd=ROOT,
         capture_output=True,
@@ -222,7 +238,7 @@ def test_follow_passes_corrupted_lines_through(home: Path) -> None:
 
 
 def test_follow_and_status_of_a_dead_worker_and_missing_run(home: Path) -> None:
-    run = home / "runs" / "dead"
+    run = run_dir(home, "dead")
     run.mkdir(parents=True)
     (run / "events.jsonl").write_text('{"v":1,"seq":0,"type":"hello","ts":1}\n')
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -234,7 +250,7 @@ def test_follow_and_status_of_a_dead_worker_and_missing_run(home: Path) -> None:
     assert json.loads(fol.stderr)["error"] == "agent worker exited without finishing"
     assert json.loads(agent(home, "status", "dead").stdout)["state"] == "dead"
     (run / "spec.json").write_text(json.dumps(agent_spec.validate(json.loads(spec("dead", [])))))
-    restart = agent(home, "start", "--spec-json", spec("dead", []))
+    restart = start(home, spec("dead", []))
     assert restart.returncode == 3 and json.loads(restart.stdout)["code"] == "worker_dead"
     assert spool_types(home, "dead") == ["hello"]  # nothing was started again
 
@@ -246,7 +262,7 @@ def test_follow_and_status_of_a_dead_worker_and_missing_run(home: Path) -> None:
 
 
 def test_bad_spec_is_rejected_before_anything_starts(home: Path) -> None:
-    out = agent(home, "start", "--spec-json", '{"run_id": "x", "bench": "nope", "cases": []}')
+    out = start(home, '{"run_id": "x", "bench": "nope", "cases": []}')
     assert out.returncode == 2
     assert "bench" in json.loads(out.stdout)["error"]
     assert not (home / "runs" / "x").exists()

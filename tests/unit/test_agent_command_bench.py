@@ -38,7 +38,8 @@ def test_output_token_file_is_what_gets_parsed() -> None:
     case = _case(code)
     case["argv"] = [*case["argv"], "{orch_output}"]  # type: ignore[misc]
     info = run_case(case, Context(repeat=1, warmup=0))["info"]
-    assert info["output"] == '{"x": 1}\n' and info["stdout"] == "log\n" and "outputs" not in info
+    assert info["output"] == '{"x": 1}\n' and info["stdout"] == "log\n"
+    assert info["parsed"] == "output" and info["outputs"] == ['{"x": 1}\n']
     case["argv"] = [sys.executable, "-c", "pass", "{orch_output}"]
     with pytest.raises(RuntimeError, match=r"exited 0 but wrote no \{output\} file"):
         run_case(case, Context(repeat=1, warmup=0))
@@ -77,3 +78,33 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
         time.sleep(0.1)
     else:
         pytest.fail("the command's child survived the timeout")
+
+
+def test_large_outputs_stay_in_the_run_dir_and_the_result_stays_small(tmp_path: Path) -> None:
+    """20 KB of stdout per run, 5 runs: the result carries excerpts, sizes and sha256; the files hold it all."""
+    import hashlib
+    import json
+
+    from agents.orch_agent.benches.command import EXCERPT_BYTES, read_parsed
+
+    code = "import sys; sys.stdout.write(''.join('line %05d %s\\n' % (i, 'x' * 40) for i in range(400)))"
+    ctx = Context(repeat=5, warmup=2, run_dir=str(tmp_path))
+    ctx.case_index = 7
+    info = run_case(_case(code), ctx)["info"]
+    expected = "".join(f"line {i:05d} {'x' * 40}\n" for i in range(400)).encode()
+    assert len(expected) > 20_000
+    assert info["outputs_complete"] is False and "outputs" not in info  # 5 x 20 KB: over INLINE_BYTES
+    assert len(info["files"]) == 5 and info["parsed"] == "stdout"
+    for k, f in enumerate(info["files"]):
+        assert f["stdout"] == {
+            "path": f"outputs/7/{k}.stdout", "bytes": len(expected), "sha256": hashlib.sha256(expected).hexdigest(),
+        }  # fmt: skip
+        assert (tmp_path / f["stdout"]["path"]).read_bytes() == expected
+        assert f["stderr"]["bytes"] == 0
+    assert sorted(p.name for p in (tmp_path / "outputs" / "7").iterdir()) == sorted(
+        f"{k}.{s}" for k in range(5) for s in ("stdout", "stderr")
+    )  # warmups are not kept
+    assert info["stdout"] == expected[-EXCERPT_BYTES:].decode()
+    assert info["stdout_head"] == expected[:EXCERPT_BYTES].decode()
+    assert len(json.dumps(info)) < 16 * 1024
+    assert read_parsed(str(tmp_path), info["files"], "stdout") == [expected.decode()] * 5

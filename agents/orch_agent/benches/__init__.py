@@ -20,7 +20,8 @@ class Context:
 
     ``device`` is the spec's request (``auto|cuda|cpu``); benches resolve it. ``state`` survives across the
     cases of one run (weights built for one shape are reused by the next case of the same shape, the numerical
-    check runs once per run).
+    check runs once per run). ``run_dir`` is the run's directory on the host (None outside a worker: a bench
+    then keeps files in a temporary directory) and ``case_index`` the index of the case being run.
     """
 
     def __init__(
@@ -31,6 +32,7 @@ class Context:
         device: str = "auto",
         seed: int = 0,
         log: Callable[[str, str], None] | None = None,
+        run_dir: str | None = None,
     ) -> None:
         self.repeat = repeat
         self.warmup = warmup
@@ -38,6 +40,8 @@ class Context:
         self.seed = seed
         self.state: dict[str, Any] = {}
         self._log = log
+        self.run_dir = run_dir
+        self.case_index = 0
 
     def log(self, message: str, level: str = "info") -> None:
         if self._log is not None:

@@ -5,21 +5,33 @@ run's repeat)}`` plus the suite's parameters (ignored here). The argv runs witho
 then ``repeat`` timed times, each in a fresh temporary working directory, with ``env`` added to the agent's
 environment. Two tokens are resolved here, in argv items and env values:
 
-- ``{orch_build}``: the deployed build, ``<orch home>/builds/current`` (``~/.orch/builds/current``);
+- ``{orch_build}``: the deployed build, ``~/.orch/builds/current`` (deploy keeps builds under the login home);
 - ``{orch_output}``: a file path in the run's working directory; when the argv or env uses it, the file's
   content (not stdout) is what orch parses — for tools that write results to a file.
 
-Returns ``metrics.wall_ms`` (wall time of each timed run, ms) and ``info``: ``argv`` (resolved), ``exit_status``,
-``stdout`` (last 256 KiB of the last run), ``stderr`` (last 4 KiB), ``output`` (the ``{orch_output}`` file's
-content, last 256 KiB) when used, and ``outputs`` (what orch parses, one per timed run) when there are several.
+**Outputs stay on the host.** Each timed run's stdout and stderr go straight to files (no pipe, no copy in
+memory) under ``<run_dir>/outputs/<case_index>/`` — ``<k>.stdout``, ``<k>.stderr`` and ``<k>.output`` (the
+``{orch_output}`` file, moved there) for timed run ``k`` — where ``agent logs`` reads them for ``orch runs logs``
+and for orch's parsers. The result line stays small whatever the tool prints: ``info`` holds
 
-A non-zero exit, a run past ``timeout_s`` (its whole process group is killed) or a missing executable raises,
-which the worker turns into an error event for the case. The command runs in its own process group so that a
-timeout or a cancel (SIGTERM to the worker) kills every process it started.
+- ``argv`` (resolved), ``exit_status``, ``parsed`` (``"stdout"`` or ``"output"``: the stream orch parses);
+- ``files``: per timed run ``{"stdout"|"stderr"|"output": {"path" (relative to the run directory), "bytes",
+  "sha256"}}``;
+- excerpts of the last timed run, each at most :data:`EXCERPT_BYTES`: ``stdout`` / ``stderr`` / ``output``
+  (the tail) and ``stdout_head`` (the head, when the stream is longer than one excerpt);
+- ``outputs``: the whole text orch parses, one per timed run, when all of them together fit in
+  :data:`INLINE_BYTES`; otherwise ``outputs_complete: false`` and orch fetches them (``agent logs --parsed``)
+  before it parses, so parsing sees the whole output at any size.
+
+``metrics.wall_ms`` is the wall time of each timed run (ms). A non-zero exit, a run past ``timeout_s`` (its whole
+process group is killed) or a missing executable raises, which the worker turns into an error event for the case.
+The command runs in its own process group inside the worker's session, with ``PR_SET_PDEATHSIG`` (see
+``reaper.py``): a timeout, a cancel, or the worker's death kills every process it started.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
@@ -28,13 +40,15 @@ import tempfile
 import time
 from typing import Any
 
+from ..reaper import child_setup
 from ..stats import summarize
 from ..sysinfo import resolve_home
 
 BUILD_TOKEN = "{orch_build}"
 OUTPUT_TOKEN = "{orch_output}"
-KEEP_BYTES = 256 * 1024
-STDERR_KEEP = 4096
+EXCERPT_BYTES = 4096  # each head/tail excerpt in a result line
+INLINE_BYTES = 64 * 1024  # all timed runs' parsed text together, above which orch fetches it from the host
+STREAMS = ("stdout", "stderr", "output")
 
 
 class CommandFailed(RuntimeError):
@@ -52,29 +66,51 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
-def _run_once(argv: list[str], env: dict[str, str], cwd: str, timeout_s: float) -> tuple[int, bytes, bytes]:
+def _read_tail(path: str, n: int) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - n))
+        return f.read()
+
+
+def _file_info(path: str, rel: str) -> dict[str, Any]:
+    """``{"path": rel, "bytes", "sha256"}`` of ``path``, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return {"path": rel, "bytes": size, "sha256": h.hexdigest()}
+
+
+def _run_once(argv: list[str], env: dict[str, str], cwd: str, timeout_s: float, out_path: str, err_path: str) -> int:
+    """Run ``argv`` with stdout/stderr written to the two files; returns the exit status."""
     try:
-        proc = subprocess.Popen(
-            argv,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
+        with open(out_path, "wb") as out, open(err_path, "wb") as err:
+            proc = subprocess.Popen(
+                argv,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                preexec_fn=child_setup(),  # own process group in the worker's session; dies with the worker
+            )
     except OSError as exc:
+        if exc.filename in (out_path, err_path):
+            raise CommandFailed(f"cannot write {exc.filename}: {exc.strerror}") from None
         raise CommandFailed(
             f"cannot run {argv[0]}: {exc.strerror} (is the build deployed? orch deploy --build DIR)"
         ) from None
     try:
-        out, err = proc.communicate(timeout=timeout_s)
+        proc.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
-        out, err = proc.communicate()
+        proc.wait()
         raise CommandFailed(
             "{} ran past timeout_s={:g} s and was killed; stderr: {}".format(
-                argv[0], timeout_s, _tail(err, 1000).strip() or "(empty)"
+                argv[0], timeout_s, _tail(_read_tail(err_path, 1000), 1000).strip() or "(empty)"
             )
         ) from None
     except BaseException:  # a cancel (SIGTERM -> Cancelled) or anything else: leave nothing running
@@ -82,11 +118,18 @@ def _run_once(argv: list[str], env: dict[str, str], cwd: str, timeout_s: float) 
         proc.wait()
         raise
     _kill_group(proc)  # anything the command left in the background
-    return proc.returncode, out, err
+    return proc.returncode
 
 
 def _subst(s: str, build: str, output: str) -> str:
     return s.replace(BUILD_TOKEN, build).replace(OUTPUT_TOKEN, output)
+
+
+def _check_size(path: str, what: str, run_argv: list[str]) -> None:
+    try:
+        os.stat(path)
+    except OSError:
+        raise CommandFailed(f"{run_argv[0]} exited 0 but wrote no {{output}} file ({what})") from None
 
 
 def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
@@ -101,44 +144,88 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     warmup = int(getattr(ctx, "warmup", 0))
     build = os.path.join(resolve_home(None), "builds", "current")
     uses_output = any(OUTPUT_TOKEN in a for a in argv) or any(OUTPUT_TOKEN in v for v in extra.values())
-    samples = []
-    outputs = []
-    info: dict[str, Any] = {}
-    for i in range(warmup + repeat):
-        work = tempfile.mkdtemp(prefix="orch-cmd-")
+    run_dir = getattr(ctx, "run_dir", None)
+    scratch = None
+    if run_dir is None:  # outside a worker (tests, a hand run): keep the files only while the case runs
+        scratch = run_dir = tempfile.mkdtemp(prefix="orch-cmd-outputs-")
+    rel_dir = os.path.join("outputs", str(int(getattr(ctx, "case_index", 0) or 0)))
+    out_dir = os.path.join(run_dir, rel_dir)
+    try:
         try:
-            output = os.path.join(work, "output")
-            run_argv = [_subst(a, build, output) for a in argv]
-            env = dict(os.environ)
-            env.update({k: _subst(v, build, output) for k, v in extra.items()})
-            t0 = time.perf_counter()
-            code, out, err = _run_once(run_argv, env, work, timeout_s)
-            wall_ms = (time.perf_counter() - t0) * 1000.0
-            if code != 0:
-                raise CommandFailed(
-                    "{} exited with status {}; stderr: {}".format(
-                        " ".join(run_argv[:3]), code, _tail(err, 1000).strip() or "(empty)"
+            os.makedirs(out_dir, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise CommandFailed(f"cannot write {out_dir}: {exc.strerror}") from None
+        samples: list[float] = []
+        files: list[dict[str, Any]] = []
+        run_argv: list[str] = []
+        for i in range(warmup + repeat):
+            timed = i >= warmup
+            name = str(i - warmup) if timed else f"warmup{i}"
+            paths = {s: os.path.join(out_dir, f"{name}.{s}") for s in STREAMS}
+            work = tempfile.mkdtemp(prefix="orch-cmd-")
+            try:
+                output = os.path.join(work, "output")
+                run_argv = [_subst(a, build, output) for a in argv]
+                env = dict(os.environ)
+                env.update({k: _subst(v, build, output) for k, v in extra.items()})
+                t0 = time.perf_counter()
+                code = _run_once(run_argv, env, work, timeout_s, paths["stdout"], paths["stderr"])
+                wall_ms = (time.perf_counter() - t0) * 1000.0
+                if code != 0:
+                    raise CommandFailed(
+                        "{} exited with status {}; stderr: {}".format(
+                            " ".join(run_argv[:3]),
+                            code,
+                            _tail(_read_tail(paths["stderr"], 1000), 1000).strip() or "(empty)",
+                        )
                     )
-                )
-            text = None
-            if uses_output:
-                try:
-                    with open(output, "rb") as f:
-                        text = _tail(f.read(), KEEP_BYTES)
-                except OSError:
-                    raise CommandFailed(f"{run_argv[0]} exited 0 but wrote no {{output}} file ({output})") from None
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        if i < warmup:
-            continue
-        samples.append(wall_ms)
-        stdout = _tail(out, KEEP_BYTES)
-        outputs.append(text if text is not None else stdout)
-        info = {"argv": run_argv, "exit_status": code, "stdout": stdout, "stderr": _tail(err, STDERR_KEEP)}
-        if text is not None:
-            info["output"] = text
-    if len(outputs) > 1:
-        per_run = max(KEEP_BYTES // len(outputs), 8192)
-        info["outputs"] = [o[-per_run:] for o in outputs]
-    info["timing"] = "wall time of the whole command (time.perf_counter around the process)"
-    return {"metrics": {"wall_ms": summarize(samples, "ms")}, "info": info}
+                if uses_output:
+                    _check_size(output, output, run_argv)
+                    try:
+                        shutil.move(output, paths["output"])
+                    except OSError as exc:
+                        raise CommandFailed(f"cannot write {paths['output']}: {exc.strerror}") from None
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+            if not timed:
+                for p in paths.values():
+                    if os.path.exists(p):
+                        os.unlink(p)
+                continue
+            samples.append(wall_ms)
+            files.append(
+                {
+                    s: _file_info(paths[s], os.path.join(rel_dir, f"{name}.{s}"))
+                    for s in STREAMS
+                    if os.path.exists(paths[s])
+                }
+            )
+        parsed = "output" if uses_output else "stdout"
+        info: dict[str, Any] = {"argv": run_argv, "exit_status": 0, "parsed": parsed, "files": files}
+        last = str(repeat - 1)
+        for s in STREAMS:
+            path = os.path.join(out_dir, f"{last}.{s}")
+            if not os.path.exists(path):
+                continue
+            info[s] = _tail(_read_tail(path, EXCERPT_BYTES), EXCERPT_BYTES)
+            if s == "stdout" and files[-1][s]["bytes"] > EXCERPT_BYTES:
+                with open(path, "rb") as f:
+                    info["stdout_head"] = f.read(EXCERPT_BYTES).decode("utf-8", "replace")
+        if sum(f[parsed]["bytes"] for f in files) <= INLINE_BYTES:
+            info["outputs"] = read_parsed(run_dir, files, parsed)
+        else:
+            info["outputs_complete"] = False
+        info["timing"] = "wall time of the whole command (time.perf_counter around the process)"
+        return {"metrics": {"wall_ms": summarize(samples, "ms")}, "info": info}
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def read_parsed(run_dir: str, files: list[dict[str, Any]], parsed: str) -> list[str]:
+    """The whole text orch parses, one per timed run, from the files listed in a result's ``info.files``."""
+    out = []
+    for f in files:
+        with open(os.path.join(run_dir, f[parsed]["path"]), "rb") as fh:
+            out.append(fh.read().decode("utf-8", "replace"))
+    return out

@@ -1,0 +1,78 @@
+"""``orch runs logs RUN [--host H] [--case N]`` and ``GET /api/v1/runs/{id}/logs``: the full outputs a ``command``
+suite's runs kept on the hosts, fetched on demand.
+
+A result line carries only excerpts, sizes and sha256 of each timed run's stdout, stderr and ``{output}`` file
+(the agent's ``benches/command.py``); the whole files stay in ``<orch_home>/runs/<run_id>/<host>/outputs/`` on
+the host. This connects to each host of the run (the deploy check finds the agent) and asks ``agent logs``
+for them. A host that cannot be reached, or that no longer has the run (its files were removed), is reported
+for that host; the others still answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from orchestrator.agentctl import run_opts
+from orchestrator.deploy import deploy_host
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.fanout import fanout
+from orchestrator.inventory import Host, Inventory
+from orchestrator.transport import open_transport
+
+LOGS_TIMEOUT_S = 600.0
+
+
+@dataclass
+class HostLogs:
+    """One host's kept outputs: ``cases`` as ``agent logs`` prints them (``[{"case_index", "runs": [{"run",
+    "stdout"|"stderr"|"output": {"text", "bytes", "sha256"}}]}]``), or ``error`` (with ``hint``)."""
+
+    host: str
+    cases: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    hint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "cases": self.cases, "error": self.error, "hint": self.hint}
+
+
+async def _host_logs(host: Host, run_id: str, case: int | None, timeout_s: float) -> HostLogs:
+    t = await open_transport(host, timeout_s=timeout_s)
+    try:
+        dep = await deploy_host(t, host)
+        argv = [host.interpreter, dep.agent_path, "logs", run_id, *run_opts(host)]
+        if case is not None:
+            argv += ["--case", str(case)]
+        res = await t.run(argv, timeout_s=LOGS_TIMEOUT_S, check=False)
+        try:
+            doc = res.json_object()
+        except ValueError as why:
+            return HostLogs(host.name, error=str(why), hint="the host keeps outputs only for command suites")
+        cases = doc.get("cases")
+        return HostLogs(host.name, cases=cases if isinstance(cases, list) else [])
+    finally:
+        await t.close()
+
+
+async def fetch_logs(
+    inventory: Inventory, run_id: str, run_hosts: list[str], *, host: str | None = None, case: int | None = None,
+    timeout_s: float = 10.0,
+) -> list[HostLogs]:  # fmt: skip
+    """The kept outputs of run ``run_id`` (whose hosts are ``run_hosts``), from ``host`` or every host, for
+    ``case`` (its index in the run) or every case. Raises UsageError for a host that is not in the run."""
+    names = run_hosts
+    if host is not None:
+        if host not in run_hosts:
+            raise UsageError(f"host {host!r} is not part of run {run_id}", f"its hosts: {', '.join(run_hosts)}")
+        names = [host]
+    hosts = [inventory.host(n) for n in names]
+    outs = await fanout(hosts, lambda h: _host_logs(h, run_id, case, timeout_s), deadline_s=LOGS_TIMEOUT_S + 60)
+    result = []
+    for o in outs:
+        if o.value is not None:
+            result.append(o.value)
+        else:
+            err: OrchError | None = o.error
+            result.append(HostLogs(o.host.name, error=err.message if err else "failed", hint=err.hint if err else None))
+    return result
