@@ -10,5 +10,6 @@ orch doctor --hosts local || true   # a CPU-only machine warns "no GPU"; the run
 orch deploy --hosts local           # the agent, content-addressed (a second deploy uploads nothing)
 orch run moe-sweep --hosts local --preset tiny "$@"
 echo
-echo "Results are stored in $PWD/orch.db (SQLite). Next: orch runs list; orch runs show RUN_ID;"
+echo "Results are stored in $PWD/orch.db (SQLite). The local host's run state (spool, spec, outputs) is under"
+echo "~/.orch/runs/ (set orch_home: for it in inventory.yaml to move it). Next: orch runs list; orch runs show RUN_ID;"
 echo "orch serve (results API at http://127.0.0.1:8000/api/v1, dashboard at http://127.0.0.1:8000/)."

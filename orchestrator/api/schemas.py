@@ -222,3 +222,33 @@ class ProjectionPage(BaseModel):
     limit: int
     offset: int
     items: list[ProjectionOut]
+
+
+class OutputFileOut(BaseModel):
+    text: str = Field(description="the whole file as the tool wrote it (UTF-8, undecodable bytes replaced)")
+    bytes: int = Field(description="size on the host, bytes")
+    sha256: str
+
+
+class RunOutputsOut(BaseModel):
+    run: int = Field(description="timed run of the case, from 0")
+    stdout: OutputFileOut | None = None
+    stderr: OutputFileOut | None = None
+    output: OutputFileOut | None = Field(default=None, description="the {output} file, for tools that write one")
+
+
+class CaseOutputsOut(BaseModel):
+    case_index: int
+    runs: list[RunOutputsOut]
+
+
+class HostLogsOut(BaseModel):
+    host: str
+    cases: list[CaseOutputsOut]
+    error: str | None = Field(description="why this host could not answer (the others still do)")
+    hint: str | None = None
+
+
+class RunLogsOut(BaseModel):
+    run_id: str
+    hosts: list[HostLogsOut]

@@ -184,6 +184,22 @@ def test_large_outputs_stay_on_the_host_all_results_stored_and_logs_fetch_them(
     header = f"==> gpu-a case 0 run 299 stdout ({len(expected) + 8} bytes, sha256 "
     assert header in human.stdout and human.stdout.count(LINE) == 300 * 500
 
+    # the API route fetches the same from the host
+    from fastapi.testclient import TestClient
+
+    from orchestrator.api.app import create_app
+    from orchestrator.settings import Settings
+
+    with TestClient(create_app(Settings(db_url=orch.db_url, inventory=orch.inventory))) as client:
+        r = client.get(f"/api/v1/runs/{run_id}/logs", params={"host": "gpu-a", "case": 2})
+        assert r.status_code == 200, r.text
+        (api_case,) = r.json()["hosts"][0]["cases"]
+        assert api_case["case_index"] == 2 and len(api_case["runs"]) == 300
+        assert api_case["runs"][0]["stdout"]["text"] == (expected + b"tput: 3\n").decode()
+        assert api_case["runs"][0]["stderr"] == {"text": "", "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()}
+        bad = client.get(f"/api/v1/runs/{run_id}/logs", params={"host": "gpu-z"})
+        assert bad.status_code == 400 and "not part of run" in bad.json()["detail"]
+
 
 def test_sigkilled_worker_leaves_no_process_and_a_stale_lease(
     sshd_bed: SshdBed, tmp_path: Path, fake_gpu: dict[str, str]
