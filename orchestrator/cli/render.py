@@ -568,7 +568,7 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
             c.print(f"[{colour}]{h.host}: {h.status}[/{colour}]" + (f" — {h.error}" if h.error else ""), soft_wrap=True)
             if getattr(h, "hint", None):
                 c.print(f"    hint: {h.hint}", soft_wrap=True)
-    dirs = [f"{h.host}: {h.state_dir}" for h in outcome.hosts if getattr(h, "state_dir", None)]
+    dirs = [f"{escape(h.host)}: {escape(h.state_dir)}" for h in outcome.hosts if getattr(h, "state_dir", None)]
     if dirs:  # connection: local hosts too: say where the node-local state went (the inventory's orch_home:)
         c.print("run state (spool, spec, outputs) on the hosts: " + ", ".join(dirs), soft_wrap=True)
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
@@ -713,7 +713,8 @@ def run_logs(run_id: str, hosts: list[Any]) -> None:
     out = sys.stdout
     for h in hosts:
         if h.error:
-            console().print(f"[red]{h.host}: {h.error}[/red]" + (f" ({h.hint})" if h.hint else ""))
+            hint = f" ({escape(h.hint)})" if h.hint else ""
+            console().print(f"[red]{escape(h.host)}: {escape(h.error)}[/red]{hint}", soft_wrap=True)
             continue
         for c in h.cases:
             for r in c.get("runs", []):
