@@ -32,6 +32,7 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 KILL_DEADLINE_S = 30.0
 
 _libc: Any = None
+_keep: list = []  # the worker's end of the guardian's pipe, held open for the worker's life
 
 
 def _prctl() -> Any:
@@ -96,7 +97,7 @@ def start_guardian(poll_s: float = 1.0) -> int | None:
         return None
     if pid:
         os.close(r)
-        _keep.append(w)  # held open (not inheritable) until the worker exits; EOF tells the guardian
+        _keep.append(w)  # not inheritable: only the worker holds it, and its exit is the guardian's EOF
         return pid
     # The guardian. Never returns into the worker's code.
     try:
@@ -114,5 +115,3 @@ def start_guardian(poll_s: float = 1.0) -> int | None:
     finally:
         os._exit(0)
 
-
-_keep: list = []
