@@ -31,6 +31,8 @@ Third-party exceptions are translated at the boundary where they are raised (asy
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class OrchError(Exception):
     """Base of every expected failure.
@@ -153,6 +155,20 @@ class CommandTimeout(HostError):
 
 class DeployError(HostError):
     pass
+
+
+class DriftError(OrchError):
+    """``orch run --require-uniform`` refused to start: ``differences`` (fleet.Difference) lists every host and
+    field that differs from its group's majority (or a health count above zero); the message names them all."""
+
+    def __init__(self, differences: list[Any], lines: list[str]) -> None:
+        super().__init__(
+            f"refusing to start: {len(differences)} fleet difference(s) in fields that matter\n  "
+            + "\n  ".join(lines),
+            "fix the hosts, or let a field through with --allow-drift FIELD (repeatable); "
+            "orch fleet --hosts SEL shows the whole view",
+        )
+        self.differences = differences
 
 
 class StoreError(OrchError):

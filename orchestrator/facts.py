@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 #: The nvidia-smi query orch uses (sysinfo.py runs it with ``--format=csv``, header included).
@@ -25,6 +25,8 @@ _ALIASES = {
     "clocks.max.memory": "clocks.max.mem",
     "clocks.max.sm": "clocks.max.sm",
     "clocks.max.graphics": "clocks.max.sm",
+    "clocks.current.sm": "clocks.sm",
+    "clocks.current.memory": "clocks.mem",
 }
 
 
@@ -78,6 +80,7 @@ class SmiTable:
 
     gpus: list[GpuInfo]
     other_lines: list[str]
+    rows: list[dict[str, str | None]] = field(default_factory=list)
 
 
 def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTable:
@@ -92,6 +95,7 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
     header: list[str] | None = [_ALIASES.get(f, f) for f in fields] if fields is not None else None
     gpus: list[GpuInfo] = []
     other: list[str] = []
+    rows: list[dict[str, str | None]] = []
     for raw in str(text).splitlines():
         line = raw.strip()
         if not line:
@@ -107,6 +111,7 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
             other.append(line)
             continue
         d = dict(zip(header, cells, strict=True))
+        rows.append({k: _na(v) for k, v in d.items()})
         gpus.append(
             GpuInfo(
                 index=len(gpus),
@@ -120,7 +125,7 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
                 pci_bus_id=_na(d.get("pci.bus_id", "")),
             )
         )
-    return SmiTable(gpus, other)
+    return SmiTable(gpus, other, rows)
 
 
 def parse_nvidia_smi_csv(text: str, fields: tuple[str, ...] | None = None) -> list[GpuInfo]:
@@ -140,6 +145,7 @@ class SmiReading:
     gpus: list[GpuInfo]
     warnings: list[str]
     error: str | None
+    rows: list[dict[str, str | None]] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -161,7 +167,7 @@ def read_nvidia_smi(facts: Any) -> SmiReading:
     error = None
     if rc != 0:
         error = "\n".join(warnings) or (f"exit status {rc}" if rc is not None else "did not finish")
-    return SmiReading(True, rc, table.gpus, warnings, error)
+    return SmiReading(True, rc, table.gpus, warnings, error, table.rows)
 
 
 def gpus_from_facts(facts: dict[str, Any]) -> list[GpuInfo]:

@@ -42,6 +42,7 @@ HOST_KEYS = (
     "labels",
     "gpu",
     "orch_home",
+    "require_uniform",
 )
 #: Host keys whose value is text: taken as written in the file (``user: 0710``, ``labels: {country: NO}``).
 STRING_KEYS = ("address", "user", "identity_file", "python", "connection", "orch_home")
@@ -76,6 +77,7 @@ class HostVars(BaseModel):
     labels: dict[str, str] | None = None
     gpu: GpuOverride | None = None
     orch_home: str | None = None
+    require_uniform: bool | None = None
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -123,6 +125,7 @@ class Host:
     labels: dict[str, str] = field(default_factory=dict)
     gpu: GpuOverride | None = None
     orch_home: str | None = None
+    require_uniform: bool = False
 
     @property
     def interpreter(self) -> str:
@@ -145,6 +148,7 @@ class Host:
             "labels": dict(self.labels),
             "gpu": self.gpu.model_dump(exclude_none=True) if self.gpu else None,
             "orch_home": self.orch_home,
+            "require_uniform": self.require_uniform,
         }
 
 
@@ -358,6 +362,7 @@ def _merge(name: str, group: str, own: HostVars, gvars: HostVars, defaults: Host
         labels=labels,
         gpu=gpu,
         orch_home=pick("orch_home"),
+        require_uniform=bool(pick("require_uniform")),
     )
 
 

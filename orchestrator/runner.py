@@ -36,10 +36,12 @@ from orchestrator.agentctl import dead_worker_error, run_dir_text, run_opts, sta
 from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
 from orchestrator.analysis.plateau import plateau_start
+from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.deploy import HostDeploy, deploy_host
 from orchestrator.errors import (
     CommandTimeout,
     ConnectError,
+    DriftError,
     HostError,
     OrchError,
     RemoteCommandError,
@@ -48,6 +50,8 @@ from orchestrator.errors import (
 )
 from orchestrator.facts import host_facts_summary
 from orchestrator.fanout import fanout
+from orchestrator.fleet import FleetView, describe, fleet_view, gate
+from orchestrator.fleet import check_fields as check_drift_fields
 from orchestrator.ingest import HostVerdict, host_verdict, line_event
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
@@ -99,6 +103,9 @@ class RunRequest:
     timeout_s: float = 10.0
     concurrency: int = 64
     wait_s: float = 0.0  # how long a host's start waits for GPUs leased by another run (0: refuse at once)
+    require_uniform: bool = False  # refuse to start when the hosts differ (also per group in the inventory)
+    allow_drift: tuple[str, ...] = ()  # fleet fields let through by --require-uniform
+    telemetry_ms: int = 100  # GPU telemetry interval per case, ms (the agent's nvidia-smi -lms); 0 = off
 
 
 @dataclass
@@ -287,15 +294,23 @@ class _HostRun:
             except Exception:  # noqa: BLE001 - the connection is already gone
                 pass
 
-    async def prepare(self) -> tuple[RunSpec, dict[str, Any]]:
-        """Connect, deploy-check, read the host's facts, resolve the spec. Sets ``self.facts``."""
+    async def gather(self) -> dict[str, Any]:
+        """Connect, deploy-check and read the host's facts (the fleet view is built from them before any host
+        starts). Sets and returns ``self.facts``."""
         obs, name = self.r.observer, self.host.name
         obs.host_state(name, "connecting")
         t = await self.connect()
         obs.host_state(name, "deploying")
         self.dep = await deploy_host(t, self.host)
-        facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts"])
-        self.facts = facts
+        self.facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts"])
+        return self.facts
+
+    async def prepare(self) -> tuple[RunSpec, dict[str, Any]]:
+        """Gather the facts (unless done already), resolve the spec. Sets ``self.facts``."""
+        name = self.host.name
+        if self.dep is None or not self.facts or self.t is None:
+            await self.gather()
+        facts = self.facts
         summary = host_facts_summary(facts)
         torch = facts.get("torch") or {}
         spec = resolve(
@@ -325,7 +340,7 @@ class _HostRun:
         command = self.r.registry.get(self.r.req.suite).command
         if command is not None:
             ev = command_result(command, ev, self.host.group)
-        out = enrich_event(self.r.req.suite, ev, self.gpu)
+        out = mark_telemetry(enrich_event(self.r.req.suite, ev, self.gpu))
         m = out.case.get("M") if out.case else None
         metrics = out.data.get("metrics")
         if out.type == "result" and isinstance(m, int) and isinstance(metrics, dict) and "time_ms" in metrics:
@@ -474,6 +489,12 @@ class Runner:
         """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
         validate_request(self.req, self.registry)
         hosts = self.inventory.select(self.req.selector)
+        try:
+            allowed = check_drift_fields(self.req.allow_drift)
+        except ValueError as exc:
+            raise UsageError(f"--allow-drift: {exc}", "name a field from orch fleet's table") from None
+        runs = {h.name: _HostRun(self, h) for h in hosts}
+        view, failed = await self._preflight(hosts, runs, allowed)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed}
         for h in hosts:
             await self.writer.call(
@@ -489,8 +510,31 @@ class Runner:
             started_by=f"{getpass.getuser()}@{socket.gethostname()}",
             started_on=socket.gethostname(),
         )
-        await self.writer.call(self.store.set_run_info, self.run_id, {"orch": version_info().as_dict()})
-        return await self._drive(hosts, resume=False)
+        await self.writer.call(
+            self.store.set_run_info, self.run_id, {"orch": version_info().as_dict(), "fleet": view.to_dict()}
+        )
+        return await self._drive(hosts, resume=False, runs=runs, failed=failed)
+
+    async def _preflight(
+        self, hosts: list[Host], runs: dict[str, _HostRun], allowed: tuple[str, ...]
+    ) -> tuple[FleetView, dict[str, OrchError]]:
+        """Every host's facts, read before any host starts; the fleet view they make; and the gate: raises
+        DriftError when ``--require-uniform`` (or a group's ``require_uniform:``) meets a difference outside
+        ``allowed``. A host whose facts could not be read is returned in the failures (it fails as a value)."""
+        outcomes = await fanout(hosts, lambda h: runs[h.name].gather(), concurrency=self.req.concurrency)
+        failed = {o.host.name: o.error for o in outcomes if o.error is not None}
+        view = fleet_view(
+            [(o.host.name, o.host.group, o.value) for o in outcomes if o.error is None],
+            [(name, runs[name].host.group, err.message) for name, err in failed.items()],
+        )
+        gated = None if self.req.require_uniform else {h.group for h in hosts if h.require_uniform}
+        if self.req.require_uniform or gated:
+            diffs = gate(view, allowed, gated)
+            if diffs:
+                for hr in runs.values():
+                    await hr.drop()
+                raise DriftError(diffs, describe(diffs))
+        return view, failed
 
     async def stored_verdict(self, host: str) -> tuple[HostVerdict, int, int]:
         """The host's verdict from what the store holds, and its stored result and error counts."""
@@ -527,12 +571,22 @@ class Runner:
         hosts = [self.inventory.host(h) for h in detail.hosts]
         return await self._drive(hosts, resume=True)
 
-    async def _drive(self, hosts: list[Host], *, resume: bool) -> RunOutcome:
-        runs = {h.name: _HostRun(self, h) for h in hosts}
+    async def _drive(
+        self,
+        hosts: list[Host],
+        *,
+        resume: bool,
+        runs: dict[str, _HostRun] | None = None,
+        failed: dict[str, OrchError] | None = None,
+    ) -> RunOutcome:
+        runs = runs or {h.name: _HostRun(self, h) for h in hosts}
+        preflight_failed = failed or {}
         states = {s.host: s for s in await self.writer.call(self.store.host_run_states, self.run_id)}
 
         async def one(host: Host) -> HostOutcome:
             hr = runs[host.name]
+            if host.name in preflight_failed:
+                raise preflight_failed[host.name]
             st = states.get(host.name)
             if resume and st is not None and st.done:  # nothing left to collect: judged again from the store
                 if st.status == "running":  # orch stopped between storing done and judging the host
@@ -611,7 +665,8 @@ class Runner:
         if self.req.wait_s:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
         started_by = f"{getpass.getuser()}@{socket.gethostname()}"
-        await start_run(hr.t, agent, hr.host, {**spec, "facts": hr.facts, "started_by": started_by},
+        await start_run(hr.t, agent, hr.host, {**spec, "facts": hr.facts, "started_by": started_by,
+                         "telemetry_ms": self.req.telemetry_ms},
                         wait_s=self.req.wait_s)  # fmt: skip
         hr.started = True
         self.observer.host_state(name, "started")

@@ -13,9 +13,16 @@ exactly these keys (sizes in bytes):
   capability ("9.0")}], error}`` — probed in a child process of the same interpreter (60 s deadline) so a
   broken torch or CUDA driver cannot take this probe down; ``error`` is the exact exception text, e.g.
   ``"No module named 'torch'"``.
-- ``nvidia_smi``: ``{found, rc, stdout, stderr}`` of
-  ``nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS> --format=csv`` (with its header line; parsed by the
-  orchestrator), 30 s deadline.
+- ``nvidia_smi``: ``{found, rc, stdout, stderr, query}`` of
+  ``nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS>,<FLEET_FIELDS> --format=csv`` (with its header line; parsed by
+  the orchestrator), 30 s deadline; ``query`` is ``"fleet"``, or ``"base"`` when that failed without a row
+  (a driver that does not know a fleet field) and the base fields alone were asked again.
+- ``fleet``: what the fleet view compares besides the GPU rows, each raw for the orchestrator to parse —
+  ``remapped_rows`` and ``nvlink`` (``{rc, stdout, stderr}`` of ``nvidia-smi --query-remapped-rows=...`` and
+  ``nvidia-smi nvlink -s``; None without GPUs), ``xid`` (``{readable, lines}``: the kernel log's
+  ``NVRM: Xid`` lines, the last 20, from ``dmesg``; readable False when dmesg is not allowed),
+  ``cpu_governors`` (``{governor: cpu count}`` from /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor),
+  ``loadavg`` (1, 5, 15 min).
 - ``disk``: ``{path, total_bytes, free_bytes}`` of orch_home, or its nearest existing parent.
 - ``orch``: ``{home, agents: [sha...], builds: [sha...], current_build}`` from
   ``<home>/agent/<sha>/agent.pyz``, ``<home>/builds/<sha>/`` (hex names only, so half-written temporaries
@@ -42,6 +49,15 @@ NVIDIA_SMI_FIELDS = (
 )
 LEASE_DIR_ENV = "ORCH_LEASE_DIR"
 DEFAULT_LEASE_DIR = "/dev/shm/orch-leases"  # node-local (tmpfs), shared by every user of the node; never NFS
+# What the fleet view compares per GPU (field names from `nvidia-smi --help-query-gpu`).
+FLEET_FIELDS = (
+    "vbios_version,persistence_mode,power.limit,power.default_limit,clocks.applications.graphics,"
+    "clocks.applications.memory,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,"
+    "pcie.link.width.max,mig.mode.current,ecc.errors.uncorrected.volatile.total,"
+    "ecc.errors.uncorrected.aggregate.total,retired_pages.pending"
+)
+REMAPPED_ROWS_FIELDS = "gpu_uuid,remapped_rows.pending,remapped_rows.failure"
+XID_LINES_KEPT = 20
 TORCH_PROBE_TIMEOUT_S = 60.0
 NVIDIA_SMI_TIMEOUT_S = 30.0
 DEFAULT_ORCH_HOME = "~/.orch"
@@ -50,7 +66,7 @@ DEFAULT_ORCH_HOME = "~/.orch"
 _TORCH_PROBE = r"""
 import json
 out = {"ok": False, "version": None, "cuda_available": False, "cuda_version": None,
-       "device_count": 0, "devices": [], "error": None}
+       "device_count": 0, "devices": [], "error": None, "nccl_version": None}
 try:
     import torch
     out["version"] = str(torch.__version__)
@@ -58,6 +74,10 @@ try:
     out["cuda_available"] = bool(torch.cuda.is_available())
     if out["cuda_available"]:
         out["device_count"] = int(torch.cuda.device_count())
+        try:
+            out["nccl_version"] = ".".join(str(p) for p in torch.cuda.nccl.version())
+        except Exception:
+            pass
         for i in range(out["device_count"]):
             p = torch.cuda.get_device_properties(i)
             out["devices"].append({"name": p.name, "total_memory_bytes": int(p.total_memory),
@@ -78,6 +98,7 @@ def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
         "device_count": 0,
         "devices": [],
         "error": None,
+        "nccl_version": None,
     }
     try:
         # No torch at all: say so without paying for a child interpreter (same text as the ImportError).
@@ -113,33 +134,78 @@ def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
     return base
 
 
-def _nvidia_smi(timeout_s: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
-    exe = shutil.which("nvidia-smi")
-    if exe is None:
-        return {"found": False, "rc": None, "stdout": "", "stderr": "nvidia-smi not found on PATH"}
+def _run(argv, timeout_s=NVIDIA_SMI_TIMEOUT_S) -> dict:
+    """``{rc, stdout, stderr}`` of argv; rc None when it could not run or ran past ``timeout_s``."""
     try:
-        proc = subprocess.run(
-            [exe, "--query-gpu=" + NVIDIA_SMI_FIELDS, "--format=csv"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_s,
-            check=False,
-        )
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
-        return {
-            "found": True,
-            "rc": None,
-            "stdout": "",
-            "stderr": f"nvidia-smi timed out after {timeout_s:g} s",
-        }
+        return {"rc": None, "stdout": "", "stderr": f"{argv[0]} timed out after {timeout_s:g} s"}
     except OSError as exc:
-        return {"found": True, "rc": None, "stdout": "", "stderr": str(exc)}
+        return {"rc": None, "stdout": "", "stderr": str(exc)}
     return {
-        "found": True,
         "rc": proc.returncode,
         "stdout": proc.stdout.decode("utf-8", "replace"),
         "stderr": proc.stderr.decode("utf-8", "replace"),
     }
+
+
+def _has_row(stdout: str) -> bool:
+    return len([ln for ln in stdout.splitlines() if "," in ln]) >= 2  # a header and a row
+
+
+def _nvidia_smi(timeout_s: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return {"found": False, "rc": None, "stdout": "", "stderr": "nvidia-smi not found on PATH"}
+    out = _run([exe, "--query-gpu=" + NVIDIA_SMI_FIELDS + "," + FLEET_FIELDS, "--format=csv"], timeout_s)
+    out.update(found=True, query="fleet")
+    if out["rc"] not in (0, None) and not _has_row(out["stdout"]):
+        base = _run([exe, "--query-gpu=" + NVIDIA_SMI_FIELDS, "--format=csv"], timeout_s)
+        base.update(found=True, query="base", fleet_error=(out["stdout"] + out["stderr"]).strip()[-500:])
+        return base
+    return out
+
+
+def _xid() -> dict:
+    exe = shutil.which("dmesg") or "/bin/dmesg"
+    res = _run([exe], 10.0)
+    if res["rc"] != 0:
+        return {"readable": False, "lines": [], "error": (res["stderr"] or res["stdout"]).strip()[-200:]}
+    lines = [ln.strip() for ln in res["stdout"].splitlines() if "NVRM: Xid" in ln]
+    return {"readable": True, "count": len(lines), "lines": lines[-XID_LINES_KEPT:]}
+
+
+def _cpu_governors() -> dict:
+    out: dict = {}
+    base = "/sys/devices/system/cpu"
+    for name in _listdir(base):
+        if not (name.startswith("cpu") and name[3:].isdigit()):
+            continue
+        try:
+            with open(os.path.join(base, name, "cpufreq", "scaling_governor")) as f:
+                gov = f.read().strip()
+        except OSError:
+            continue
+        out[gov] = out.get(gov, 0) + 1
+    return out
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def _fleet(smi: dict) -> dict:
+    """The fleet facts besides the GPU rows (see the module docstring); nvidia-smi calls only where it lists GPUs."""
+    out = {"remapped_rows": None, "nvlink": None, "xid": _xid(), "cpu_governors": _cpu_governors(),
+           "loadavg": _loadavg()}
+    exe = shutil.which("nvidia-smi")
+    if exe and smi.get("found") and _has_row(smi.get("stdout", "")):
+        out["remapped_rows"] = _run([exe, "--query-remapped-rows=" + REMAPPED_ROWS_FIELDS, "--format=csv"])
+        out["nvlink"] = _run([exe, "nvlink", "-s"])
+    return out
 
 
 def _mem_total_bytes():
@@ -267,6 +333,7 @@ def collect(orch_home=None) -> dict:
     """All host facts (see the module docstring). Never raises for a missing GPU, torch or nvidia-smi."""
     home = resolve_home(orch_home)
     uname = platform.uname()
+    smi = _nvidia_smi()
     return {
         "hostname": socket.gethostname(),
         "kernel": uname.release,
@@ -274,7 +341,8 @@ def collect(orch_home=None) -> dict:
         "mem_total_bytes": _mem_total_bytes(),
         "python": {"executable": sys.executable, "version": platform.python_version()},
         "torch": _torch_facts(),
-        "nvidia_smi": _nvidia_smi(),
+        "nvidia_smi": smi,
+        "fleet": _fleet(smi),
         "disk": _disk(home),
         "orch": _orch(home),
         "leases": _leases(),

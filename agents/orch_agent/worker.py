@@ -19,7 +19,7 @@ import signal
 import traceback
 from typing import Any
 
-from . import fatal, leases, reaper, sysinfo
+from . import fatal, leases, reaper, sysinfo, telemetry
 from .benches import Context, load
 from .meta import agent_version
 from .runs import RunDir
@@ -45,6 +45,14 @@ def _check_result(out: Any) -> dict[str, Any]:
             f"bench returned {type(out).__name__!r}, expected {{'metrics': {{...}}, 'info': {{...}}}}"
         )
     return out
+
+
+def _telemetry(spec: dict[str, Any], case: dict[str, Any]) -> telemetry.CaseTelemetry | None:
+    """Start sampling for one case (spec ``telemetry_ms``: interval, 0 = off; default 100 ms)."""
+    ms = spec.get("telemetry_ms", telemetry.DEFAULT_INTERVAL_MS)
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
+        return None
+    return telemetry.CaseTelemetry(telemetry.case_gpus(case), ms).start()
 
 
 def run(run_dir: str) -> int:
@@ -144,6 +152,7 @@ def _run(rd: RunDir) -> int:
                     raise Cancelled()
                 spool.append("case_start", case_index=i, case=case)
                 ctx.case_index = i
+                tel = _telemetry(spec, case)
                 try:
                     flags["interruptible"] = True
                     out = bench(case, ctx)
@@ -157,12 +166,18 @@ def _run(rd: RunDir) -> int:
                         case=case,
                         message=describe_exception(exc),
                         exception=type(exc).__name__,
+                        telemetry=tel.stop() if tel else None,
                     )
                     counts["errors"] += 1
                     continue
-                spool.append(
-                    "result", case_index=i, case=case, metrics=out["metrics"], info=out.get("info", {})
-                )
+                finally:
+                    flags["interruptible"] = False
+                    if tel is not None:
+                        tel.stop()  # also when cancelled: no sampler outlives its case
+                info = dict(out.get("info") or {})
+                if tel is not None:
+                    info["telemetry"] = tel.stop()
+                spool.append("result", case_index=i, case=case, metrics=out["metrics"], info=info)
                 counts["results"] += 1
             status = "failed" if counts["errors"] and not counts["results"] else "completed"
             return 0

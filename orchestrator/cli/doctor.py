@@ -9,6 +9,7 @@ import typer
 from orchestrator.cli import complete, render
 from orchestrator.cli.context import app_context
 from orchestrator.doctor import DoctorOptions, run_doctor_sync
+from orchestrator.fleet import view_of_reports
 
 
 def doctor(
@@ -26,9 +27,13 @@ def doctor(
 ) -> None:
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
     app = app_context(ctx)
-    report = run_doctor_sync(app.inventory(), hosts, DoctorOptions(timeout_s=timeout, concurrency=concurrency))
+    inv = app.inventory()
+    report = run_doctor_sync(inv, hosts, DoctorOptions(timeout_s=timeout, concurrency=concurrency))
+    view = view_of_reports(report.hosts, {h.name: h.group for h in inv.hosts})
     if json_out:
-        render.print_json(report.to_dict())
+        render.print_json({**report.to_dict(), "fleet": view.to_dict()})
     else:
         render.doctor_table(report)
+        if any(g.hosts for g in view.groups):
+            render.fleet_table(view, only_differences=True)
     raise typer.Exit(0 if report.ok else 1)

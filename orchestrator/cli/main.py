@@ -108,9 +108,10 @@ def _takes_value(opt: Any) -> bool:
 
 
 def _register() -> None:
-    from orchestrator.cli import doctor, hosts
+    from orchestrator.cli import doctor, fleet, hosts
 
     app.command("doctor")(doctor.doctor)
+    app.command("fleet")(fleet.fleet)
     app.add_typer(hosts.app, name="hosts")
 
     from orchestrator.cli import run

@@ -100,6 +100,34 @@ def doctor_table(report: Any) -> None:
     c.print(f"[{colour}]{passed}/{len(report.hosts)} hosts passed[/{colour}]")
 
 
+def fleet_table(view: Any, *, only_differences: bool = False) -> None:
+    """Per group: every fleet field with its majority value and the hosts that differ (red); with
+    ``only_differences`` (under doctor's table) just the fields where a host differs, or one line saying none."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from orchestrator.fleet import FIELDS
+
+    c = console()
+    for g in view.groups:
+        flagged = {d.field: d for d in g.differences}
+        if only_differences and not flagged and not g.unreachable:
+            c.print(f"fleet {escape(g.group)}: {len(g.hosts)} host(s) alike in every field")
+            continue
+        table = Table(title=f"fleet {escape(g.group)} ({len(g.hosts)} host(s))")
+        table.add_column("field")
+        table.add_column("majority")
+        table.add_column("differs")
+        for f in FIELDS:
+            if only_differences and f.key not in flagged:
+                continue
+            differs = "; ".join(f"{escape(d.host)}: {escape(d.value)}" for d in g.differences if d.field == f.key)
+            table.add_row(f.key, escape(g.majority.get(f.key, "-")), f"[red]{differs}[/red]" if differs else "")
+        c.print(table)
+        for host, why in g.unreachable.items():
+            c.print(f"[yellow]{escape(host)}: not compared ({escape(why)})[/yellow]")
+
+
 def hosts_table(hosts: list[Any]) -> None:
     from rich.table import Table
 
@@ -362,6 +390,7 @@ def run_detail(run: Any, results: list[Any]) -> None:
             c.print(_items_table(title, rows))
         else:
             c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
+    run_conditions(run, results)
 
 
 def _items_table(title: str, rows: list[Any]) -> Any:
@@ -729,3 +758,52 @@ def run_logs(run_id: str, hosts: list[Any]) -> None:
                     text = str(f.get("text", ""))
                     out.write(text if text.endswith("\n") or not text else text + "\n")
     out.flush()
+
+
+def run_conditions(run: Any, results: list[Any]) -> None:
+    """Below ``runs show``: the fleet view the run started with, and the cases whose GPU telemetry saw throttling
+    or another process on the GPU (``info.throttled`` / ``info.shared_gpu``, set by analysis/telemetry.py)."""
+    from rich.markup import escape
+
+    from orchestrator.fleet import describe
+
+    c = console()
+    fleet = (run.info or {}).get("fleet")
+    if isinstance(fleet, dict):
+        diffs = [d for d in fleet.get("differences") or [] if isinstance(d, dict)]
+        if diffs:
+            from orchestrator.fleet import Difference
+
+            lines = describe([Difference(**{k: str(d.get(k, "")) for k in
+                                            ("group", "field", "host", "value", "majority")}) for d in diffs])
+            head = f"[yellow]fleet at start: {len(diffs)} difference(s)[/yellow]"
+            c.print(head + "\n  " + "\n  ".join(map(escape, lines)))
+        else:
+            c.print("fleet at start: hosts alike in every field within their groups")
+    judged = [r for r in results if isinstance(r.info, dict) and r.info.get("throttled") is not None]
+    flagged = [r for r in judged if r.info.get("throttled") or r.info.get("shared_gpu")]
+    if judged:
+        colour = "red" if flagged else "green"
+        counts = f"{len(flagged)} of {len(judged)} case(s)"
+        c.print(f"[{colour}]GPU telemetry: {counts} throttled or sharing the GPU[/{colour}]")
+    for r in flagged:
+        what = "throttled" if r.info.get("throttled") else "shared GPU"
+        c.print(f"  [red]{what}[/red] {escape(r.host)} {escape(_case_text(r.case))}: "
+                f"{escape(str(r.info.get('throttle_reason') or ''))}", soft_wrap=True)  # fmt: skip
+
+
+def flagged_cases_note(cmp: Any, flagged: dict[str, list[Any]]) -> None:
+    """Under ``runs compare``: which compared cases ran on a throttled or shared GPU, per run, so that a ratio is
+    read knowing it."""
+    from rich.markup import escape
+
+    by_host = cmp.paired_on == "host+case"
+    keys = {(c.host if by_host else None, c.case_key) for c in cmp.cases}
+    c = console()
+    for side, rid in (("base", cmp.base), ("head", cmp.head)):
+        hits = [f for f in flagged.get(rid, []) if (f.host if by_host else None, f.case_key) in keys]
+        if not hits:
+            continue
+        c.print(f"[yellow]{side} {escape(rid)}: {len(hits)} compared case(s) ran on a throttled or shared GPU[/yellow]")
+        for f in hits:
+            c.print(f"  {escape(f.host)} {escape(_case_text(f.case))}: {escape(str(f.reason or ''))}", soft_wrap=True)

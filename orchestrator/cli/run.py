@@ -58,6 +58,22 @@ def run(
             help="Wait up to SECONDS for GPUs another run holds; default 0: such a host fails at once, naming it.",
         ),
     ] = 0.0,
+    require_uniform: Annotated[
+        bool,
+        typer.Option(
+            "--require-uniform",
+            help="Refuse to start (exit 1, with the differences) when hosts of a group differ in a fleet field "
+            "(orch fleet); also `require_uniform: true` per group in the inventory.",
+        ),
+    ] = False,
+    allow_drift: Annotated[
+        list[str] | None,
+        typer.Option("--allow-drift", help="A fleet field (e.g. driver) let through by --require-uniform; repeatable."),
+    ] = None,
+    telemetry_ms: Annotated[
+        int,
+        typer.Option("--telemetry-ms", min=0, help="GPU telemetry interval per case, ms; 0 = off; default 100."),
+    ] = 100,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
     from orchestrator.runner import Runner, RunRequest
@@ -77,6 +93,9 @@ def run(
         label=label,
         timeout_s=timeout,
         wait_s=wait,
+        require_uniform=require_uniform,
+        allow_drift=tuple(allow_drift or ()),
+        telemetry_ms=telemetry_ms,
     )
     progress = render.RunProgress(enabled=not json_out)
     runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))

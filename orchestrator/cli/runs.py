@@ -110,10 +110,12 @@ def compare(
     the change), and the geometric mean. Runs of different suites, or sharing no case, are an error (exit 2)."""
     with _store(ctx) as store:
         result = store.compare(store.resolve_run_id(base), store.resolve_run_id(head), metric=metric)
+        flagged = {rid: store.flagged_cases(rid) for rid in (result.base, result.head)}
     if json_out:
-        render.print_json(asdict(result))
+        render.print_json({**asdict(result), "flagged_cases": {k: [asdict(f) for f in v] for k, v in flagged.items()}})
     else:
         render.comparison_table(result)
+        render.flagged_cases_note(result, flagged)
 
 
 @app.command("label")

@@ -187,3 +187,16 @@ class Comparison:
     only_head: int
     threshold: float
     noisy: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlaggedCase:
+    """A result whose GPU telemetry saw throttling or another process on the GPU (results.info, set by
+    analysis/telemetry.py): its host, case key and parameters, the two flags and the reason text."""
+
+    host: str
+    case_key: str
+    case: dict[str, Any]
+    throttled: bool
+    shared_gpu: bool
+    reason: str | None

@@ -58,6 +58,7 @@ from orchestrator.store.models import (
 from orchestrator.store.records import (
     CompareCase,
     Comparison,
+    FlaggedCase,
     HostRecord,
     HostRunRecord,
     HostRunState,
@@ -782,6 +783,21 @@ class Store:
                 ):
                     cases[key] = params or {}
         return _comparison(base_run.id, head_run.id, metric, unit, paired, cases)
+
+    def flagged_cases(self, run_id: str) -> list[FlaggedCase]:
+        """The run's results marked ``throttled`` or ``shared_gpu`` in ``info`` (per-case GPU telemetry), in seq
+        order per host. Raises NotFoundError for an unknown run."""
+        with self._read() as s:
+            self._run(s, run_id)
+            q = select(Result.host, Result.case_key, Result.case_params, Result.info).where(
+                Result.run_id == run_id,
+                or_(Result.info["throttled"].as_boolean(), Result.info["shared_gpu"].as_boolean()),
+            ).order_by(Result.host, Result.seq)
+            return [
+                FlaggedCase(host=h, case_key=k, case=c or {}, throttled=bool((i or {}).get("throttled")),
+                            shared_gpu=bool((i or {}).get("shared_gpu")), reason=(i or {}).get("throttle_reason"))
+                for h, k, c, i in s.execute(q)
+            ]  # fmt: skip
 
     def _default_metric(self, s: Session, run_id: str) -> str:
         metrics = s.scalar(select(Result.metrics).where(Result.run_id == run_id, Result.status == "ok").limit(1))

@@ -87,12 +87,13 @@ def test_version_and_facts(home: Path) -> None:
     # facts probes torch in a child; the exact keys are the contract with doctor
     f = json.loads(agent(home, "facts").stdout)
     assert set(f) == {
-        "hostname", "kernel", "cpu_count", "mem_total_bytes", "python", "torch", "nvidia_smi", "disk", "orch",
-        "leases",
+        "hostname", "kernel", "cpu_count", "mem_total_bytes", "python", "torch", "nvidia_smi", "fleet", "disk",
+        "orch", "leases",
     }  # fmt: skip
     assert set(f["torch"]) == {
-        "ok", "version", "cuda_available", "cuda_version", "device_count", "devices", "error",
+        "ok", "version", "cuda_available", "cuda_version", "device_count", "devices", "error", "nccl_version",
     }  # fmt: skip
+    assert set(f["fleet"]) == {"remapped_rows", "nvlink", "xid", "cpu_governors", "loadavg"}
     assert f["orch"] == {"home": str(home), "agents": [], "builds": [], "current_build": None}
     assert f["disk"]["path"] == str(home.parent) and f["disk"]["free_bytes"] > 0
 
