@@ -97,3 +97,14 @@ def test_gate_allows_fields_and_limits_groups() -> None:
     assert [d.field for d in gate(view, (), ["g"])] == ["driver"]
     with pytest.raises(ValueError, match="no fleet field 'drivr'"):
         gate(view, ["drivr"])
+
+
+def test_recorded_h200_fleet_query() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi" / "h200x1_fleet.csv").read_text()
+    v = host_values({"nvidia_smi": {"found": True, "rc": 0, "stdout": text, "stderr": ""},
+                     "fleet": {"nvlink": {"rc": 0, "stdout": ""}, "cpu_governors": {}}})  # fmt: skip
+    assert (v["vbios"], v["power_limit"], v["pcie"], v["mig_mode"]) == (
+        "96.00.A5.00.1A", "700 W (700 W)", "gen5 x16 (gen5 x16)", "Disabled")
+    assert (v["retired_pages_pending"], v["nvlink"], v["cpu_governor"]) == ("unknown", "none", "unknown")

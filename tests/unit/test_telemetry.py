@@ -95,3 +95,10 @@ def test_case_gpus(case: dict[str, Any], env: str | None, ids: list[str], monkey
     else:
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", env)
     assert agent_tel.case_gpus(case) == ids
+
+
+def test_recorded_h200_idle_stream_is_not_throttled() -> None:
+    s = summary_of((SMI / "h200_lms_idle.csv").read_text())
+    assert s["samples"] == 20 and s["reasons"] == {"gpu_idle": 20}
+    assert s["fields"]["clocks.sm"]["max"] == 345.0 and s["low_clock_samples"] == 0
+    assert judge(s).throttled is False
