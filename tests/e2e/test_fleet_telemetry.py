@@ -41,6 +41,8 @@ POWER_CAP = {**BUSY, "clocks.sm": "1755", "power.draw": "699.80", "clocks_event_
 def fake_host(bed: SshdBed, tmp_path: Path, name: str, config: dict[str, Any]) -> dict[str, Any]:
     """An sshd host whose `python:` runs with PATH = a fake nvidia-smi (configured by ``config``) + /usr/bin:/bin."""
     h = bed.add(name)
+    # one GPU UUID per fake host: GPU leases are node-local, and every fake host is this one machine
+    config = {**config, "gpus": [{**g, "uuid": f"GPU-fake-{name}-{i}"} for i, g in enumerate(config["gpus"])]}
     bin_dir = tmp_path / f"{name}-bin"
     bin_dir.mkdir()
     exe = bin_dir / "nvidia-smi"
@@ -116,7 +118,7 @@ def test_require_uniform_per_group_in_the_inventory(fleet4: Orch) -> None:
 
 
 def test_telemetry_marks_a_power_capped_case_and_a_shared_gpu(sshd_bed: SshdBed, tmp_path: Path) -> None:
-    other = {"pid": 999999, "process_name": "python3", "used_memory": 81000, "gpu_uuid": H200["uuid"]}
+    other = {"pid": 999999, "process_name": "python3", "used_memory": 81000, "gpu_uuid": "GPU-fake-shared-0"}
     orch = orch_for(tmp_path, {"tel": {
         "capped": fake_host(sshd_bed, tmp_path, "capped", {"gpus": [H200], "telemetry": [POWER_CAP, BUSY]}),
         "shared": fake_host(sshd_bed, tmp_path, "shared", {"gpus": [H200], "telemetry": [BUSY], "apps": [other]}),
