@@ -52,10 +52,25 @@ class Orch:
         )
 
 
-@pytest.fixture
-def two_hosts(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, list[Any]]:
+def _two_hosts(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Orch, list[Any]]:
     a = sshd_bed.add("gpu-a")
     b = sshd_bed.add("gpu-b")
     inv = tmp_path / "inventory.yaml"
     inv.write_text(sshd_bed.inventory_yaml({"ct200": [a], "b300": [b]}))
-    return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path), [a, b]
+    return Orch(inv, db_url, tmp_path), [a, b]
+
+
+@pytest.fixture
+def two_hosts(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, list[Any]]:
+    """Two sshd hosts (gpu-a in group ct200, gpu-b in b300) and the embedded SQLite store."""
+    return _two_hosts(sshd_bed, tmp_path, f"sqlite:///{tmp_path / 'orch.db'}")
+
+
+@pytest.fixture
+def two_hosts_any_db(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Orch, list[Any]]:
+    """As ``two_hosts``, once on SQLite and once on a real PostgreSQL (``db_url`` of tests/plugins/pg.py),
+    migrated with ``orch db upgrade`` as a user of a server database would."""
+    orch, hosts = _two_hosts(sshd_bed, tmp_path, db_url)
+    up = orch("db", "upgrade")
+    assert up.returncode == 0, up.stdout + up.stderr
+    return orch, hosts

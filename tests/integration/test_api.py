@@ -45,7 +45,8 @@ def test_health_hosts_and_dashboard(api: Api) -> None:
         assert [h["name"] for h in c.get("/api/v1/hosts").json()] == ["h1", "h2"]
         page = c.get("/")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
-        assert "/api/v1/series" in page.text and "<svg" in page.text.lower() or "createElementNS" in page.text
+        assert 'const API = "/api/v1";' in page.text and 'get("/series", {' in page.text  # the plot's data
+        assert "document.createElementNS(ns, tag)" in page.text and '"http://www.w3.org/2000/svg"' in page.text
         assert c.get("/openapi.json").status_code == 200
 
 

@@ -79,7 +79,8 @@ def test_env_names_are_real_settings(compose: dict[str, Any]) -> None:
 
 def test_api_token_is_required() -> None:
     proc = _config({})
-    assert proc.returncode != 0 and "ORCH_API_TOKEN" in proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "set ORCH_API_TOKEN to a random secret of 16+ characters" in proc.stderr
 
 
 def test_dockerfile_runs_orch() -> None:

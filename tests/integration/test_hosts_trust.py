@@ -73,6 +73,8 @@ async def test_unknown_host_recorded_with_matching_fingerprint(
     sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
 ) -> None:
     h = sshd_bed.add("tr-new", trusted=False)
+    # Said explicitly: Debian's /etc/ssh/ssh_config sets HashKnownHosts yes, and the user's file wins over it.
+    client_home.add_config("Host *\n  HashKnownHosts no\n")
     inv = _inventory(tmp_path, {"tr-new": h})
     assert (await doctor_one("tr-new", entry(h))).check("hostkey").data["verdict"] == "unknown"
     assert _openssh_login(client_home, h).returncode == 255  # OpenSSH refuses it too
@@ -81,7 +83,7 @@ async def test_unknown_host_recorded_with_matching_fingerprint(
     assert res.returncode == 0, res.stdout + res.stderr
     assert _fp(h) in res.stdout
     lines = client_home.known_hosts.read_text().splitlines()
-    assert lines == [h.known_hosts_line()]  # `[addr]:port ssh-ed25519 BASE64`, as ssh writes it
+    assert lines == [h.known_hosts_line()]  # `[addr]:port ssh-ed25519 BASE64`, as ssh writes it unhashed
 
     hk = (await doctor_one("tr-new", entry(h))).check("hostkey")
     assert (hk.status, hk.data["verdict"]) == ("ok", "match"), hk.detail
@@ -92,6 +94,27 @@ async def test_unknown_host_recorded_with_matching_fingerprint(
     assert again.returncode == 0
     assert "already trusted (match)" in again.stdout
     assert client_home.known_hosts.read_text().splitlines() == lines
+
+
+@pytest.mark.parametrize("also_trusted", [False, True], ids=["revoked-only", "trusted-and-revoked"])
+async def test_revoked_key_is_never_recorded(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path, also_trusted: bool
+) -> None:
+    """Issue 19: with trust's @revoked check removed, `orch hosts trust` wrote a revoked key to known_hosts."""
+    h = sshd_bed.add("tr-revoked", trusted=also_trusted)
+    client_home.trust("@revoked " + h.known_hosts_line())
+    inv = _inventory(tmp_path, {"tr-revoked": h})
+    before = client_home.known_hosts.read_bytes()
+    for extra in ((), ("--replace",)):
+        res = _trust(client_home, inv, tmp_path, "tr-revoked", "--fingerprint", _fp(h), *extra)
+        assert res.returncode == 1, res.stdout + res.stderr
+        out = " ".join((res.stdout + res.stderr).split())
+        assert "the offered key is marked @revoked; it will not be trusted" in out, out
+        assert "Traceback" not in out
+        assert client_home.known_hosts.read_bytes() == before
+        assert not (client_home.ssh_dir / "known_hosts.old").exists()
+    assert (await doctor_one("tr-revoked", entry(h))).check("hostkey").data["verdict"] == "revoked"
+    assert _openssh_login(client_home, h).returncode == 255  # OpenSSH refuses it as well
 
 
 async def test_wrong_fingerprint_is_refused_and_nothing_written(

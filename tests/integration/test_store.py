@@ -404,3 +404,66 @@ def test_sqlite_ingest_stores_the_rows_sqlalchemys_own_insert_would(tmp_path: Pa
     assert len(got[fast]) == 4 and got[fast] == got[ref]
     assert got[fast][2][-1] == "'2023-11-14 22:13:23.250000'"  # ts, naive UTC
     store.close()
+
+
+def test_reingest_skips_what_is_stored_log_error_text_and_counts_included(store: Store) -> None:
+    """Issue 19: with the ``seq <= last_seq`` skip removed, only the unique key kept result rows single; the
+    host run's log and error text (and error rows' counts) doubled on every reattach."""
+    run_id = _run(store)
+    case8 = {"M": 8, "E": 8, "seed": 4}
+    events = [
+        hello(0),
+        Event(seq=1, type="log", data={"level": "info", "message": "warming up"}),
+        Event(seq=2, type="error", data={"message": "GPU 0 clocks throttled"}),
+        result_event(3, 4, 2.0),
+        Event(seq=4, type="error", data={"message": "CUDA out of memory", "case": case8, "case_index": 4}),
+    ]
+    assert store.ingest(run_id, "h1", events) == 2
+    for _ in range(2):  # a reattach re-reads from an older seq: the same lines again
+        assert store.ingest(run_id, "h1", events) == 0
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None
+    assert (hr.log, hr.error) == ("[info] warming up", "[seq 2] GPU 0 clocks throttled")
+    assert (hr.results, hr.errors, hr.last_seq) == (1, 1, 4)
+    assert [(r.status, r.m) for r in store.results(run_id, host="h1").items] == [("ok", 4), ("error", 8)]
+
+
+def test_host_run_info_is_merged_not_overwritten(store: Store) -> None:
+    """Issue 19: what the runner records at start (spec, preset, GPU spec) must survive what it records at the
+    end (reconnects, plateau)."""
+    run_id = _run(store)
+    start = {"spec": {"bench": "moe_gemm", "M": [1, 2]}, "preset": "tiny", "gpu_spec": "h200-sxm"}
+    store.set_host_run_info(run_id, "h1", start)
+    store.set_host_run_info(run_id, "h1", {"reconnects": 1, "plateau": {"m": 2, "metric": "time_ms"}})
+    store.set_host_run_info(run_id, "h1", {"reconnects": 2})  # a later value of one key replaces only that key
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and hr.info == {**start, "reconnects": 2, "plateau": {"m": 2, "metric": "time_ms"}}
+    store.set_run_info(run_id, {"summary": "ok"})
+    store.set_run_info(run_id, {"geomean": 1.5})
+    assert store.get_run(run_id).info == {"summary": "ok", "geomean": 1.5}
+
+
+@pytest.mark.parametrize(
+    ("metric", "unit", "head_value", "expected"),
+    [
+        ("gbps", "GB/s", 50.0, "regression"),  # half the bandwidth: worse
+        ("gbps", "GB/s", 200.0, "improvement"),
+        ("output_throughput", "tokens/s", 80.0, "regression"),
+        ("time_ms", "ms", 50.0, "improvement"),  # half the time: better
+        ("time_ms", "ms", 200.0, "regression"),
+    ],
+)
+def test_compare_verdict_follows_the_metric_direction(
+    store: Store, metric: str, unit: str, head_value: float, expected: str
+) -> None:
+    """Issue 19: the stored compare judged every metric lower-is-better and no test looked past ``time_ms``."""
+
+    def ev(seq: int, value: float) -> Event:
+        m = {metric: {"value": value, "unit": unit, "median": value, "p10": value * 0.99, "p90": value * 1.01}}
+        return Event(seq=seq, type="result", data={"case_index": 0, "case": {"M": 1}, "metrics": m})
+
+    base, head = _run(store, hosts=["h1"]), _run(store, hosts=["h1"])
+    store.ingest(base, "h1", [ev(0, 100.0)])
+    store.ingest(head, "h1", [ev(0, head_value)])
+    c = store.compare(base, head, metric=metric)
+    assert [(x.ratio, x.noisy, x.verdict) for x in c.cases] == [(head_value / 100.0, False, expected)]

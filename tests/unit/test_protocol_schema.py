@@ -1,0 +1,148 @@
+"""protocol: the agent's JSON lines parsed into events — version check, malformed lines, metric validation."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+
+from orchestrator.protocol import PROTOCOL_VERSION, Event, Metric, error_event, parse_line, parse_metric
+
+
+def line(**doc: Any) -> str:
+    return json.dumps({"v": PROTOCOL_VERSION, **doc})
+
+
+def test_a_result_line_becomes_an_event_with_every_other_field_in_data() -> None:
+    raw = line(seq=3, type="result", ts=1_700_000_000.5, case_index=2, case={"M": 8},
+               metrics={"time_ms": {"value": 0.3, "unit": "ms"}}, extra={"kept": True})  # fmt: skip
+    ev = parse_line(raw, expected_seq=3)
+    assert ev == Event(
+        seq=3,
+        type="result",
+        ts=1_700_000_000.5,
+        v=1,
+        data={"case_index": 2, "case": {"M": 8}, "metrics": {"time_ms": {"value": 0.3, "unit": "ms"}},
+              "extra": {"kept": True}},
+    )  # fmt: skip
+    assert (ev.case, ev.case_index) == ({"M": 8}, 2)
+    assert parse_line(raw.encode(), expected_seq=3) == ev  # bytes as read from the stream
+    assert parse_line("  " + raw + "\r\n", expected_seq=3) == ev
+
+
+def test_integer_ts_is_a_float_and_a_non_number_ts_is_dropped() -> None:
+    assert parse_line(line(seq=0, type="log", ts=5), expected_seq=0).ts == 5.0
+    assert isinstance(parse_line(line(seq=0, type="log", ts=5), expected_seq=0).ts, float)
+    assert parse_line(line(seq=0, type="log", ts="soon"), expected_seq=0).ts is None
+    assert parse_line(line(seq=0, type="log", ts=True), expected_seq=0).ts is None
+
+
+@pytest.mark.parametrize("v", [2, 0, None, "1", 1.5])
+def test_another_protocol_version_is_an_error_event(v: Any) -> None:
+    """Issue 19: with the version check removed, any agent protocol version was accepted."""
+    doc: dict[str, Any] = {"seq": 4, "type": "result", "case": {"M": 1}, "metrics": {}}
+    if v is not None:
+        doc["v"] = v
+    ev = parse_line(json.dumps(doc), expected_seq=4)
+    assert (ev.seq, ev.type, ev.data["kind"]) == (4, "error", "protocol")
+    assert ev.data["message"] == f"agent line 4 speaks protocol v{v!r}, orch speaks v1"
+    assert ev.case is None  # a protocol error never becomes a case's error row
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("not json at all", "malformed agent line 7 (not JSON): 'not json at all'"),
+        ("[1, 2]", "malformed agent line 7 (not an object)"),
+        ('"text"', "malformed agent line 7 (not an object)"),
+        (json.dumps({"v": 1, "type": "log"}), "agent line 7 lacks integer 'seq' or 'type'"),
+        (json.dumps({"v": 1, "seq": "7", "type": "log"}), "agent line 7 lacks integer 'seq' or 'type'"),
+        (json.dumps({"v": 1, "seq": True, "type": "log"}), "agent line 7 lacks integer 'seq' or 'type'"),
+        (json.dumps({"v": 1, "seq": 7}), "agent line 7 lacks integer 'seq' or 'type'"),
+        (json.dumps({"v": 1, "seq": 7, "type": 3}), "agent line 7 lacks integer 'seq' or 'type'"),
+    ],
+)
+def test_malformed_lines_are_error_events_at_their_position(raw: str, message: str) -> None:
+    ev = parse_line(raw, expected_seq=7)
+    assert (ev.seq, ev.type, ev.data) == (7, "error", {"message": message, "kind": "protocol"})
+
+
+def test_a_long_garbage_line_is_quoted_to_200_characters() -> None:
+    ev = parse_line("x" * 1000, expected_seq=0)
+    assert ev.data["message"] == f"malformed agent line 0 (not JSON): {'x' * 200!r}"
+
+
+def test_unknown_types_pass_through_for_the_caller_to_skip() -> None:
+    ev = parse_line(line(seq=1, type="heartbeat", load=0.5), expected_seq=1)
+    assert (ev.type, ev.data) == ("heartbeat", {"load": 0.5})
+
+
+def test_event_round_trips_through_its_json() -> None:
+    ev = Event(seq=2, type="result", ts=1.5, data={"case": {"M": 1}, "metrics": {"x": {"value": 1, "unit": "u"}}})
+    assert json.loads(ev.to_json()) == {"v": 1, "seq": 2, "type": "result", "ts": 1.5, "case": {"M": 1},
+                                        "metrics": {"x": {"value": 1, "unit": "u"}}}  # fmt: skip
+    assert parse_line(ev.to_json(), expected_seq=2) == ev
+    assert "ts" not in json.loads(Event(seq=0, type="log").to_json())
+    with pytest.raises(ValueError):
+        Event(seq=0, type="result", data={"x": math.nan}).to_json()  # never write NaN into a line
+
+
+def test_case_and_case_index_only_of_the_right_types() -> None:
+    assert Event(seq=0, type="error", data={"case": [1], "case_index": True}).case is None
+    assert Event(seq=0, type="error", data={"case_index": True}).case_index is None
+    assert Event(seq=0, type="error", data={"case_index": "1"}).case_index is None
+    assert Event(seq=0, type="error", data={"case_index": 0}).case_index == 0
+
+
+def test_error_event_shape() -> None:
+    assert error_event(3, "boom", case={"M": 1}) == Event(
+        seq=3, type="error", data={"message": "boom", "case": {"M": 1}}
+    )
+
+
+def test_metric_with_every_statistic() -> None:
+    m = {"value": 2, "unit": "ms", "median": 2, "p10": 1.5, "p90": 2.5, "min": 1, "max": 3, "n": 3,
+         "samples": [1, 2, 3]}  # fmt: skip
+    got = parse_metric("time_ms", m)
+    assert got == Metric(2.0, "ms", 2.0, 1.5, 2.5, 1.0, 3.0, 3, [1.0, 2.0, 3.0])
+    assert got.to_dict() == {"value": 2.0, "unit": "ms", "median": 2.0, "p10": 1.5, "p90": 2.5, "min": 1.0,
+                             "max": 3.0, "n": 3, "samples": [1.0, 2.0, 3.0]}  # fmt: skip
+    assert parse_metric("x", {"value": 1, "unit": "u", "median": None, "n": 0}).to_dict() == {
+        "value": 1.0, "unit": "u", "n": 0
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("m", "message"),
+    [
+        (5, "metric 'x' must be an object with 'value' and 'unit'"),
+        ({"unit": "ms"}, "metric 'x' needs 'value' (number) and 'unit' (string)"),
+        ({"value": 1}, "metric 'x' needs 'value' (number) and 'unit' (string)"),
+        ({"value": 1, "unit": 5}, "metric 'x' needs 'value' (number) and 'unit' (string)"),
+        ({"value": "1", "unit": "ms"}, "metric 'x': value must be a finite number, got '1'"),
+        ({"value": True, "unit": "ms"}, "metric 'x': value must be a finite number, got True"),
+        ({"value": math.inf, "unit": "ms"}, "metric 'x': value must be a finite number, got inf"),
+        ({"value": 1, "unit": "ms", "p90": math.nan}, "metric 'x': p90 must be a finite number, got nan"),
+        ({"value": 1, "unit": "ms", "n": -1}, "metric 'x': n must be a non-negative integer"),
+        ({"value": 1, "unit": "ms", "n": 1.0}, "metric 'x': n must be a non-negative integer"),
+        ({"value": 1, "unit": "ms", "n": True}, "metric 'x': n must be a non-negative integer"),
+        ({"value": 1, "unit": "ms", "samples": 3}, "metric 'x': samples must be a list of numbers"),
+        ({"value": 1, "unit": "ms", "samples": [1, None]}, "metric 'x': samples[] must be a finite number, got None"),
+    ],
+)
+def test_bad_metrics_name_the_metric_and_the_field(m: Any, message: str) -> None:
+    with pytest.raises(ValueError) as exc:
+        parse_metric("x", m)
+    assert str(exc.value) == message
+
+
+def test_event_metrics_validates_each_metric() -> None:
+    ev = Event(seq=0, type="result", data={"metrics": {"a": {"value": 1, "unit": "u"}, "b": {"value": 2}}})
+    with pytest.raises(ValueError, match="metric 'b' needs"):
+        ev.metrics()
+    with pytest.raises(ValueError, match="result event has no 'metrics' object"):
+        Event(seq=0, type="result", data={"metrics": [1]}).metrics()
+    ok = Event(seq=0, type="result", data={"metrics": {"a": {"value": 1, "unit": "u"}}})
+    assert ok.metrics() == {"a": Metric(1.0, "u")}
