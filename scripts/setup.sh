@@ -3,7 +3,7 @@
 # environment in .venv with orch, its dev tools (transformers among them) and the CPU build of torch (the local host
 # runs suites on CPU).
 # Usage: scripts/setup.sh [--system]   --system also installs the test bed's Debian packages
-# (openssh-server, postgresql, docker-compose).
+# (openssh-server, postgresql, docker-compose, stress-ng).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_system=${1:-}
@@ -17,6 +17,7 @@ if [ "$want_system" = "--system" ]; then
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
   command -v docker-compose >/dev/null || need+=(docker-compose)
   command -v pgrep >/dev/null || need+=(procps)
+  command -v stress-ng >/dev/null || need+=(stress-ng)  # scripts/stress-e2e.sh: the e2e tests with both cores busy
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then

@@ -188,33 +188,6 @@ def test_orch_cancel_stops_the_agents_of_a_run_whose_orch_died(two_hosts: tuple[
     assert f"run {run_id} already finished (cancelled); there is nothing to cancel" in again.stderr
 
 
-def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, list[Any]]) -> None:
-    """Issue 19: no test resumed an unfinished run. orch dies mid-run; the agent finishes on the host;
-    ``orch run --resume`` ingests the rest from the spool, each case exactly once, without starting anew."""
-    orch, hosts = two_hosts_any_db
-    store = Store.from_url(orch.db_url)
-    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "gpu-a", "--repeat", "200")
-    proc.kill()
-    proc.communicate()
-    before = store.get_run(run_id)
-    assert before.status == "running" and 1 <= before.results < 7, before
-
-    spool = hosts[0].home / ".orch" / "runs" / run_id
-    events = next(spool.rglob("events.jsonl"))
-    wait_for(lambda: '"type":"done"' in events.read_text().replace(" ", ""), timeout_s=300,
-             what="the detached agent to finish the run")  # fmt: skip
-    doc = orch.json("run", "--resume", run_id, "--timeout", str(scaled(30)))
-    assert doc["run_id"] == run_id and doc["status"] == "completed", doc
-    assert [(h["host"], h["status"], h["results"]) for h in doc["hosts"]] == [("gpu-a", "completed", 7)]
-    lines = events.read_text().splitlines()
-    assert sum('"type":"hello"' in x.replace(" ", "") for x in lines) == 1  # resumed, not started again
-    detail = store.get_run(run_id)
-    hr = detail.host_run("gpu-a")
-    assert hr is not None and (hr.status, hr.results, hr.errors, hr.last_seq) == ("completed", 7, 0, len(lines) - 1)
-    assert sorted(r.case["M"] for r in store.results(run_id, limit=100).items) == [1, 2, 4, 8, 16, 32, 64]
-    store.close()
-
-
 def test_host_without_torch_fails_with_the_python_key_while_others_finish(
     two_hosts: tuple[Orch, list[Any]], tmp_path: Path
 ) -> None:

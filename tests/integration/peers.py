@@ -21,8 +21,13 @@ import yaml
 from orchestrator.doctor import DoctorOptions, DoctorReport, HostReport, run_doctor
 from orchestrator.inventory import parse_inventory
 from tests.plugins.sshd import SSH_KEYGEN, SshdHost
+from tests.plugins.timing import scaled
 
-TIMEOUT_S = 2.0
+# Per-step deadline for doctor/trust against real sshd peers (processes that a loaded machine may be slow to
+# schedule): generous, scaled by ORCH_TEST_TIME_SCALE (tests/plugins/timing.py).
+TIMEOUT_S = scaled(20.0)
+# A deadline meant to expire: the pathological peers (in this process's event loop) never complete a handshake.
+EXPIRING_TIMEOUT_S = 2.0
 HTTP_400 = b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\nBad Request\r\n"
 
 
@@ -182,7 +187,7 @@ def cli_env(home: Path, inventory: Path, cwd: Path) -> dict[str, str]:
 
 
 def orch_cli(
-    *args: str, home: Path, inventory: Path, cwd: Path, timeout: float = 60
+    *args: str, home: Path, inventory: Path, cwd: Path, timeout: float | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "orchestrator", *args],
@@ -190,5 +195,5 @@ def orch_cli(
         env=cli_env(home, inventory, cwd),
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout if timeout is not None else scaled(120),
     )

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from orchestrator.cli.main import app
 from orchestrator.settings import Settings
+from tests.plugins.services import service_unavailable
+from tests.plugins.timing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = shutil.which("docker-compose")
@@ -22,13 +24,11 @@ TOKEN = "compose-test-token-0123456789abcdef"
 
 def _config(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     if COMPOSE is None:
-        if os.environ.get("CI"):
-            pytest.fail("docker-compose is required in CI (apt-get install docker-compose)")
-        pytest.skip("docker-compose not installed")
+        service_unavailable("docker-compose", "no docker-compose on PATH", "apt-get install docker-compose")
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ORCH_")}
     return subprocess.run(
         [COMPOSE, "-f", str(ROOT / "docker-compose.yml"), "config"],
-        cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=60,
+        cwd=ROOT, env={**clean, **env}, capture_output=True, text=True, timeout=scaled(60),
     )  # fmt: skip
 
 

@@ -14,6 +14,7 @@ import pytest
 from tests.integration import peers
 from tests.integration.peers import doctor_one, entry
 from tests.plugins.sshd import SSH_KEYGEN, ClientHome, SshdBed, SshdHost
+from tests.plugins.timing import scaled
 
 pytestmark = pytest.mark.sshd
 
@@ -30,8 +31,9 @@ def _trust(
     client_home: ClientHome, inv: Path, tmp_path: Path, name: str, *args: str
 ) -> subprocess.CompletedProcess[str]:
     return peers.orch_cli(
-        "hosts", "trust", name, "--timeout", "5", *args, home=client_home.home, inventory=inv, cwd=tmp_path
-    )
+        "hosts", "trust", name, "--timeout", str(peers.TIMEOUT_S), *args,
+        home=client_home.home, inventory=inv, cwd=tmp_path,
+    )  # fmt: skip
 
 
 def _fp(h: SshdHost) -> str:
@@ -65,7 +67,7 @@ def _openssh_login(client_home: ClientHome, h: SshdHost) -> subprocess.Completed
         ],
         capture_output=True,
         text=True,
-        timeout=20,
+        timeout=scaled(60),
     )
 
 

@@ -24,6 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugins.services import service_unavailable
+from tests.plugins.timing import scaled
+
 SSHD = shutil.which("sshd", path="/usr/sbin:/usr/bin:" + os.environ.get("PATH", "")) or "/usr/sbin/sshd"
 SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 _addr_counter = itertools.count(11)
@@ -106,7 +109,7 @@ class SshdHost:
             self.proc = subprocess.Popen(
                 [*self.wrapper, SSHD, "-D", "-e", "-f", str(self.config_path)], stdout=subprocess.DEVNULL, stderr=log
             )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + scaled(30)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 log = (self.root / "sshd.log").read_text()[-2000:]
@@ -117,8 +120,8 @@ class SshdHost:
                 time.sleep(0.05)
                 continue
             try:
-                with socket.create_connection((self.address, self.port), timeout=0.2) as s:
-                    s.settimeout(2)
+                with socket.create_connection((self.address, self.port), timeout=scaled(5)) as s:
+                    s.settimeout(scaled(10))
                     if s.recv(64).startswith(b"SSH-"):
                         return
             except OSError:
@@ -129,7 +132,7 @@ class SshdHost:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(5)
+                self.proc.wait(scaled(20))
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -317,9 +320,9 @@ def client_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ClientHome:
 @pytest.fixture
 def sshd_bed(tmp_path: Path, client_home: ClientHome) -> Iterator[SshdBed]:
     if not os.path.exists(SSHD):
-        if os.environ.get("CI"):
-            pytest.fail(f"sshd not found at {SSHD}: the test command must install openssh-server")
-        pytest.skip("OpenSSH sshd is not installed (apt-get install openssh-server)")
+        service_unavailable(
+            "sshd", f"no OpenSSH sshd at {SSHD}", "apt-get install openssh-server (scripts/setup.sh --system)"
+        )
     bed = SshdBed(tmp_path / "bed", client_home)
     try:
         yield bed

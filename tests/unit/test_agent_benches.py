@@ -80,10 +80,11 @@ def test_moe_gemm_cuda_requested_without_cuda_fails_clearly() -> None:
 
 
 def test_hbm_cpu_small_buffer() -> None:
-    out = load("hbm")({"size_bytes": 1 << 22}, ctx(repeat=4))
+    out = load("hbm")({"size_bytes": 1 << 22}, ctx(repeat=5))
     gbps, t = parse_metric("gbps", out["metrics"]["gbps"]), parse_metric("time_ms", out["metrics"]["time_ms"])
-    assert gbps.unit == "GB/s" and t.unit == "ms" and gbps.n == t.n == 4
-    assert gbps.value == pytest.approx(2 * (1 << 22) / (t.value / 1e3) / 1e9, rel=0.5)
+    assert gbps.unit == "GB/s" and t.unit == "ms" and gbps.n == t.n == 5
+    # An odd count: the median GB/s is the one of the median time, however a loaded machine scatters them.
+    assert gbps.value == pytest.approx(2 * (1 << 22) / (t.value / 1e3) / 1e9, rel=1e-2)  # both rounded
     assert out["info"]["device"] == "cpu" and out["info"]["size_bytes"] == 1 << 22
     with pytest.raises(ValueError, match="size_bytes"):
         load("hbm")({"size_bytes": -1}, ctx())
