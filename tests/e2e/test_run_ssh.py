@@ -133,8 +133,14 @@ def _stop(proc: subprocess.Popen[str]) -> None:
         proc.communicate()
 
 
+# A run that is still going long after its first result, however busy the machine: many short cases (a first
+# result within seconds) rather than a few long ones (--repeat 2000 kept the first result back for minutes at
+# load 20, and the Ctrl-C test timed out waiting for it).
+MANY_CASES = ("--set", "M=" + ",".join(str(m) for m in range(1, 401)), "--repeat", "10")
+
+
 def _start_and_wait_for_a_result(orch: Orch, store: Store, *args: str) -> tuple[subprocess.Popen[str], str]:
-    proc = orch.popen("run", "moe-sweep", "--preset", "tiny", "--timeout", str(scaled(30)), *args)
+    proc = orch.popen("run", "moe-sweep", "--preset", "tiny", "--timeout", str(scaled(30)), *MANY_CASES, *args)
     try:
         run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=180,
                           what="a first stored result")  # fmt: skip
@@ -149,7 +155,7 @@ def _start_and_wait_for_a_result(orch: Orch, store: Store, *args: str) -> tuple[
 def test_ctrl_c_stops_remote_agents_and_marks_cancelled(two_hosts: tuple[Orch, list[Any]]) -> None:
     orch, hosts = two_hosts
     store = Store.from_url(orch.db_url)
-    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "ct200,b300", "--repeat", "2000")
+    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "ct200,b300")
     try:
         wait_for(lambda: len(_agent_procs(run_id)) >= 2, timeout_s=60, what="an agent worker on each host")
         proc.send_signal(signal.SIGINT)
@@ -169,7 +175,7 @@ def test_orch_cancel_stops_the_agents_of_a_run_whose_orch_died(two_hosts: tuple[
     """Issue 19: `orch cancel RUN_ID` (another process than the one that started the run) was never tested."""
     orch, hosts = two_hosts
     store = Store.from_url(orch.db_url)
-    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "ct200,b300", "--repeat", "2000")
+    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "ct200,b300")
     wait_for(lambda: len(_agent_procs(run_id)) >= 2, timeout_s=60, what="an agent worker on each host")
     proc.kill()  # orch dies without a word; the agents run on, detached, on their hosts
     proc.communicate()
