@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Mutation testing of one module with mutmut (PyPI; pip install mutmut): every mutant of MODULE is run against
+# the tests that guard it; a mutant the tests do not fail on ("survived") is either a missing test or an
+# equivalent change — docs/testing.md lists the kill rate per module and the survivors with reasons.
+#
+# Usage: scripts/mutation.sh MODULE [TEST_PATH ...]
+#   MODULE      a file under orchestrator/, e.g. orchestrator/analysis/compare.py
+#   TEST_PATH   the tests to run (default: the ones named for MODULE below)
+# Env: MUTATION_JOBS (parallel mutants, default: the number of cores), MUTATION_KEEP=1 keeps the scratch copy.
+#
+# Works on a copy of the working tree (tracked and new files) in a temporary directory, so the checkout is never
+# touched; prints mutmut's per-mutant results and a "killed K of N (P%)" line; exit 0 whatever survived.
+# Not part of scripts/test.sh (minutes per module).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+mod=${1:?usage: scripts/mutation.sh MODULE [TEST_PATH ...], e.g. orchestrator/analysis/compare.py}
+shift
+[ -f "$mod" ] || { echo "mutation: no file $mod (give a path under orchestrator/)" >&2; exit 2; }
+case "$mod" in orchestrator/*.py) ;; *) echo "mutation: $mod is not a module under orchestrator/" >&2; exit 2;; esac
+tests=("$@")
+if [ ${#tests[@]} -eq 0 ]; then
+  case "$mod" in
+    orchestrator/analysis/compare.py) tests=(tests/unit/test_compare.py) ;;
+    orchestrator/analysis/plateau.py) tests=(tests/unit/test_plateau.py) ;;
+    orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py) ;;
+    orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
+    orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py) ;;
+    orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py) ;;
+    orchestrator/parsers/*) tests=(tests/unit/test_parsers.py) ;;
+    orchestrator/store/compute.py) tests=(tests/integration/test_store.py) ;;
+    *) echo "mutation: name the tests for $mod: scripts/mutation.sh $mod tests/..." >&2; exit 2 ;;
+  esac
+fi
+command -v "$root/.venv/bin/mutmut" >/dev/null || { echo "mutation: $root/.venv/bin/mutmut missing: .venv/bin/pip install mutmut" >&2; exit 2; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/orch-mutation.XXXXXX")
+[ "${MUTATION_KEEP:-}" = 1 ] || trap 'rm -rf "$work"' EXIT
+git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c '[ -e "{}" ] && printf "%s\0" "{}"' \
+  | tar --null -T - -cf - | tar -xf - -C "$work"
+{
+  echo "[mutmut]"
+  echo "source_paths ="
+  echo "    orchestrator"
+  echo "only_mutate ="
+  echo "    $mod"
+  echo "also_copy ="
+  for extra in agents migrations alembic.ini; do [ -e "$extra" ] && echo "    $extra"; done
+  echo "pytest_add_cli_args_test_selection ="
+  for t in "${tests[@]}"; do echo "    $t"; done
+  echo "pytest_add_cli_args ="
+  echo "    -p"
+  echo "    no:cacheprovider"
+} > "$work/setup.cfg"
+cd "$work"
+echo "== mutmut on $mod against ${tests[*]} (in $work)"
+# The mutated copy (mutants/) must be what the tests import, not the editable install of the shared venv.
+env -u PYTHONPATH "$root/.venv/bin/mutmut" run --max-children "${MUTATION_JOBS:-$(nproc)}" >mutmut.log 2>&1 || {
+  tail -40 mutmut.log >&2; exit 1; }
+"$root/.venv/bin/mutmut" results --all true > results.txt 2>&1 || true
+"$root/.venv/bin/python" - "$mod" <<'PY'
+import re, sys
+mod = sys.argv[1]
+rows = [l.strip() for l in open("results.txt") if ":" in l]
+status = {}
+for l in rows:
+    name, _, st = l.rpartition(":")
+    status[name.strip()] = st.strip()
+n = len(status)
+killed = sum(1 for s in status.values() if s == "killed")
+for name, st in sorted(status.items()):
+    if st != "killed":
+        print(f"{st:12} {name}")
+print(f"{mod}: killed {killed} of {n} mutants ({100.0 * killed / n if n else 0:.1f}%)")
+PY
+echo "(see one: cd $work && $root/.venv/bin/mutmut show NAME — set MUTATION_KEEP=1 to keep $work)"
