@@ -146,3 +146,23 @@ def test_event_metrics_validates_each_metric() -> None:
         Event(seq=0, type="result", data={"metrics": [1]}).metrics()
     ok = Event(seq=0, type="result", data={"metrics": {"a": {"value": 1, "unit": "u"}}})
     assert ok.metrics() == {"a": Metric(1.0, "u")}
+
+
+def test_bytes_that_are_not_utf8_never_raise() -> None:
+    ev = parse_line(b"\xff\xfe{broken", expected_seq=2)
+    assert (ev.seq, ev.type, ev.data["kind"]) == (2, "error", "protocol")
+    assert ev.data["message"] == "malformed agent line 2 (not JSON): '\ufffd\ufffd{broken'"
+    assert parse_line(b"not json", expected_seq=0).data["message"] == "malformed agent line 0 (not JSON): 'not json'"
+    good = parse_line(line(seq=0, type="log", message="caf\u00e9").encode(), expected_seq=0)
+    assert good.data == {"message": "caf\u00e9"}
+
+
+def test_to_json_is_compact() -> None:
+    ev = Event(seq=2, type="log", ts=1.5, data={"message": "a b"})
+    assert ev.to_json() == '{"v":1,"seq":2,"type":"log","ts":1.5,"message":"a b"}'
+
+
+def test_event_metrics_message_exact() -> None:
+    with pytest.raises(ValueError) as exc:
+        Event(seq=0, type="result", data={}).metrics()
+    assert str(exc.value) == "result event has no 'metrics' object"
