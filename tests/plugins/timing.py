@@ -4,7 +4,8 @@ Every wait in the tests that involves another process (sshd, an ``orch`` subproc
 is ``scaled(base)`` with a generous ``base`` (tens of seconds): a deadline says "this hangs", never "this is
 slow". ``ORCH_TEST_TIME_SCALE`` (a positive number, default 1) multiplies them all, for a machine slower or
 busier than a loaded 2-core CI box (e.g. ``ORCH_TEST_TIME_SCALE=3`` under ``stress-ng --cpu 2`` plus other
-work). Speed is measured by ``bench/``, never asserted by a test.
+work). The per-test limit of pytest-timeout (``timeout`` in pyproject.toml, or ``--timeout``) is scaled too.
+Speed is measured by ``bench/``, never asserted by a test.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
+
+import pytest
 
 T = TypeVar("T")
 
@@ -47,3 +50,13 @@ def wait_for(probe: Callable[[], T], *, timeout_s: float, what: str, interval_s:
         if time.monotonic() > deadline:
             raise AssertionError(f"{what}: not within {scaled(timeout_s):g} s (ORCH_TEST_TIME_SCALE={TIME_SCALE:g})")
         time.sleep(interval_s)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Scale pytest-timeout's per-test limit before that plugin reads it."""
+    if TIME_SCALE == 1:
+        return
+    base = config.getoption("timeout", None) or config.getini("timeout")
+    if base:
+        config.option.timeout = float(base) * TIME_SCALE
