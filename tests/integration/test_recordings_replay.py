@@ -1,7 +1,8 @@
 """The three real recordings no test replayed (issue 19): the decode spool and ``orch doctor --json`` of the lent
 H200 (docs/results/h200-decode.md, docs/results/h200.md) and the single-GPU moe-sweep spool of the 2x H200 run
-(docs/results/h200x2.md) — through parse, enrichment, ingest and the store's queries (SQLite and PostgreSQL), and
-the doctor's checks over the recorded nvidia-smi output, each against the figures the run printed."""
+(docs/results/h200x2.md) — through ``orch runs import`` (enrichment, ingest, reconciliation) and the store's
+queries (SQLite and PostgreSQL), and the doctor's checks over the recorded nvidia-smi output, each against the
+figures the run printed."""
 
 from __future__ import annotations
 
@@ -17,33 +18,32 @@ from orchestrator.analysis.plateau import plateau_start
 from orchestrator.facts import host_facts_summary
 from orchestrator.inventory import Host
 from orchestrator.protocol import parse_line
-from orchestrator.runner import enrich_event, gpu_spec_for
+from orchestrator.runner import gpu_spec_for
+from orchestrator.spool_import import import_spool
 from orchestrator.store.repo import Store
+from orchestrator.suites.registry import builtin_registry
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 HOST = Host(name="h200-0", group="h200")
 
 
 def _replay(store: Store, spool: Path, suite: str) -> str:
+    """``orch runs import`` of the recorded spool (the live path: enrichment, ingest, reconciliation), twice: the
+    second stores nothing."""
     lines = spool.read_text().splitlines()
     events = [parse_line(line, expected_seq=i) for i, line in enumerate(lines)]
     assert events[0].type == "hello" and events[-1].type == "done"
-    summary = host_facts_summary(events[0].data["facts"])
-    gpu = gpu_spec_for(HOST, summary, "cuda")
+    gpu = gpu_spec_for(HOST, host_facts_summary(events[0].data["facts"]), "cuda")
     assert gpu is not None and gpu.key == "h200"
-    rid = store.create_run(suite=suite, params={}, preset="kimi-k2", label=spool.parent.name, hosts=[HOST.name],
-                           started_by="replay@test", started_on="test")  # fmt: skip
-    store.start_host_run(rid, HOST.name, facts=summary, agent_version="replay", build_sha=None)
-    enriched = [enrich_event(suite, e, gpu) for e in events]
-    n_results = sum(e.type == "result" for e in events)
-    assert store.ingest(rid, HOST.name, enriched) == n_results
-    assert store.ingest(rid, HOST.name, enriched) == 0
-    store.finish_host_run(rid, HOST.name, "completed")
-    store.finish_run(rid, "completed")
-    hr = store.get_run(rid).host_run(HOST.name)
-    assert hr is not None and (hr.results, hr.errors) == (n_results, 0)
-    assert hr.done_counts == events[-1].data["counts"]
-    return rid
+    first = import_spool(store, spool, host=HOST.name, registry=builtin_registry())
+    assert (first.suite, first.status, first.run_status, first.created_run) == (suite, "completed", "completed", True)
+    assert first.lines == first.new_lines == len(lines)
+    assert (first.results, first.errors) == (events[-1].data["counts"]["results"], 0)
+    again = import_spool(store, spool, host=HOST.name, registry=builtin_registry())
+    assert (again.new_lines, again.results, again.created_run) == (0, first.results, False)
+    hr = store.get_run(first.run_id).host_run(HOST.name)
+    assert hr is not None and (hr.status, hr.results, hr.errors) == ("completed", first.results, 0)
+    return first.run_id
 
 
 def test_h200_decode_replay(store: Store) -> None:
@@ -125,7 +125,7 @@ def test_h200_doctor_checks_replayed_from_the_recorded_nvidia_smi() -> None:
         "disk": {"path": disk["path"], "free_bytes": disk["free_bytes"], "total_bytes": disk["total_bytes"]},
         "orch": {"agents": agent["agents"], "builds": agent["builds"], "current_build": agent["current_build"]},
     }  # fmt: skip
-    assert doctor.gpus_check(facts).to_dict() == gpus
+    assert doctor.gpus_check(facts).to_dict() == {**gpus, "exit_status": 0}  # nvidia-smi's exit, added since
     assert doctor.python_check(facts, py["interpreter"]).to_dict() == py
     assert doctor.disk_check(facts).to_dict() == disk
     assert doctor.agent_check(facts, None).to_dict() == agent

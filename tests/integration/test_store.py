@@ -418,14 +418,15 @@ def test_reingest_skips_what_is_stored_log_error_text_and_counts_included(store:
         result_event(3, 4, 2.0),
         Event(seq=4, type="error", data={"message": "CUDA out of memory", "case": case8, "case_index": 4}),
     ]
-    assert store.ingest(run_id, "h1", events) == 2
+    assert store.ingest(run_id, "h1", events) == 3  # the result and both errors (host-level ones too) are rows
     for _ in range(2):  # a reattach re-reads from an older seq: the same lines again
         assert store.ingest(run_id, "h1", events) == 0
     hr = store.get_run(run_id).host_run("h1")
     assert hr is not None
     assert (hr.log, hr.error) == ("[info] warming up", "[seq 2] GPU 0 clocks throttled")
-    assert (hr.results, hr.errors, hr.last_seq) == (1, 1, 4)
-    assert [(r.status, r.m) for r in store.results(run_id, host="h1").items] == [("ok", 4), ("error", 8)]
+    assert (hr.results, hr.errors, hr.last_seq) == (1, 2, 4)
+    page = store.results(run_id, host="h1")
+    assert sorted((r.seq, r.status) for r in page.items) == [(2, "error"), (3, "ok"), (4, "error")]
 
 
 def test_host_run_info_is_merged_not_overwritten(store: Store) -> None:
