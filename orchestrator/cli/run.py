@@ -55,7 +55,7 @@ def run(
         float,
         typer.Option(
             "--wait", min=0, metavar="SECONDS",
-            help="Wait up to SECONDS for GPUs another run holds; default 0: such a host fails at once, naming it.",
+            help="Wait up to SECONDS for GPUs another run holds (0: such a host fails at once, naming the holder).",
         ),
     ] = 0.0,
     require_uniform: Annotated[
