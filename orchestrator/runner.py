@@ -35,7 +35,7 @@ from typing import Any, Protocol, TypeVar
 from orchestrator.agentctl import dead_worker_error, run_dir_text, run_opts, start_run, with_full_outputs
 from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
-from orchestrator.analysis.plateau import plateau_start
+from orchestrator.analysis.plateau import moe_points, sweep_plateau
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.deploy import HostDeploy, deploy_host
 from orchestrator.errors import (
@@ -277,7 +277,6 @@ class _HostRun:
         self.errors = 0
         self.total: int | None = None
         self.started = False
-        self.m_times: list[tuple[int, float]] = []
         self.reconnects = 0
         self.facts: dict[str, Any] = {}
 
@@ -340,12 +339,7 @@ class _HostRun:
         command = self.r.registry.get(self.r.req.suite).command
         if command is not None:
             ev = command_result(command, ev, self.host.group)
-        out = mark_telemetry(enrich_event(self.r.req.suite, ev, self.gpu))
-        m = out.case.get("M") if out.case else None
-        metrics = out.data.get("metrics")
-        if out.type == "result" and isinstance(m, int) and isinstance(metrics, dict) and "time_ms" in metrics:
-            self.m_times.append((m, float(metrics["time_ms"]["value"])))
-        return out
+        return mark_telemetry(enrich_event(self.r.req.suite, ev, self.gpu))
 
     async def follow(self, from_seq: int) -> str:
         """Follow the spool from ``from_seq`` until ``done``; reconnect on drops. Returns the done status.
@@ -452,9 +446,10 @@ class _HostRun:
         rows), record the verdict and the analysis, and return the outcome with the store's counts."""
         name, w = self.host.name, self.r.writer
         info: dict[str, Any] = {"reconnects": self.reconnects}
-        if self.m_times:
-            p = plateau_start(self.m_times)
-            info["plateau"] = {"m": p, "metric": "time_ms", "tol": 0.10}
+        if self.r.req.suite == "moe-sweep":  # from every stored result of the host, also those before a resume
+            page = await w.call(self.r.store.results, self.r.run_id, host=name, status="ok", limit=100_000)
+            points = moe_points((r.case, r.metrics) for r in page.items)
+            info["plateau"] = sweep_plateau(points).to_dict() if points else None
         await w.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
         verdict, results, errors = await self.r.stored_verdict(name)
         await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error)

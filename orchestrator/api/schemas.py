@@ -124,6 +124,9 @@ class ResultOut(_Out):
     info: dict[str, Any] | None
     error: str | None
     pct_of_measured_roof: float | None = Field(description="gbps / the host's measured copy roof, percent")
+    warnings: list[str] = Field(
+        default_factory=list, description="why the result is suspect, e.g. '5 of 1000 requests failed (0.5%)'"
+    )
 
 
 class ResultPage(BaseModel):
@@ -177,6 +180,9 @@ class CompareCaseOut(_Out):
         description="by the metric's direction and `threshold`; `within noise` when noisy, `n/a` when the "
         "direction (lower or higher is better) is unknown"
     )
+    warnings: list[str] = Field(
+        default_factory=list, description="a side whose result had failed requests, e.g. 'head: 5 failed requests'"
+    )
 
 
 class ComparisonOut(_Out):
@@ -191,6 +197,7 @@ class ComparisonOut(_Out):
     only_head: int
     threshold: float = Field(description="relative change beyond which a clear change is a regression or improvement")
     noisy: int = Field(description="how many cases are noisy")
+    warned: int = Field(default=0, description="how many cases have a warning (failed requests on a side)")
 
 
 class LabelIn(BaseModel):

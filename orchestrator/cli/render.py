@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from functools import cache
 from typing import Any
@@ -26,20 +27,41 @@ def _width(stream: Any) -> int | None:
 
 @cache
 def console() -> Console:
-    return Console(highlight=False, width=_width(sys.stdout))
+    return Console(highlight=False, emoji=False, width=_width(sys.stdout))
 
 
 @cache
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, width=_width(sys.stderr))
+    return Console(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr))
+
+
+# C0/C1 control characters, line/paragraph separators and bidi overrides: a terminal would act on them (ESC starts
+# a control sequence; U+202E reorders what follows), so they are shown as escapes (\x1b, \u202e) instead. A table
+# cell or a one-line field also shows tab and newline as escapes (a newline would split the row).
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNPRINTABLE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str, *, lines: bool = False) -> str:
+    """``text`` with every character a terminal would act on written as a Python escape (``"a\x1bb"`` ->
+    ``a\\x1bb``): control characters, line/paragraph separators, bidi overrides; tab and newline too unless
+    ``lines`` (a message that may span lines)."""
+    pattern = _UNPRINTABLE if lines else _UNPRINTABLE_LINE
+    return pattern.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+
+
+def safe(value: object, *, lines: bool = False) -> str:
+    """Any string from a host, a tool, a user or the database, ready to go into rich markup: shown as given
+    (brackets are not markup, emoji codes stay text, control characters are escapes, see :func:`visible`)."""
+    return escape(visible(str(value), lines=lines))
 
 
 def error(exc: OrchError) -> None:
     """Print an expected failure as a red line plus its hint (stderr)."""
     c = err_console()
-    c.print(f"[bold red]error:[/bold red] {exc.message}", markup=True, soft_wrap=True)
+    c.print(f"[bold red]error:[/bold red] {safe(exc.message, lines=True)}", markup=True, soft_wrap=True)
     if exc.hint:
-        c.print(f"[yellow]hint:[/yellow] {exc.hint}", soft_wrap=True)
+        c.print(f"[yellow]hint:[/yellow] {safe(exc.hint, lines=True)}", soft_wrap=True)
 
 
 def print_json(doc: Any) -> None:
@@ -70,7 +92,7 @@ def doctor_table(report: Any) -> None:
     notes: list[str] = []
     for h in report.hosts:
         by_name = {c.name: c for c in h.checks}
-        row = [h.host, f"{h.address or '-'}:{h.port or '-'}" if h.port else (h.address or "local")]
+        row = [safe(h.host), safe(f"{h.address or '-'}:{h.port or '-'}" if h.port else (h.address or "local"))]
         for name in CHECK_NAMES:
             c = by_name.get(name)
             row.append(_STATUS_STYLE.get(c.status, c.status) if c else "")
@@ -78,7 +100,8 @@ def doctor_table(report: Any) -> None:
                 hint = c.data.get("hint")
                 colour = "red" if c.status == "fail" else "yellow"
                 notes.append(
-                    f"[{colour}]{h.host} {name}:[/{colour}] {c.detail}" + (f"\n    hint: {hint}" if hint else "")
+                    f"[{colour}]{safe(h.host)} {name}:[/{colour}] {safe(c.detail, lines=True)}"
+                    + (f"\n    hint: {safe(hint, lines=True)}" if hint else "")
                 )
         table.add_row(*row)
     c = console()
@@ -87,11 +110,11 @@ def doctor_table(report: Any) -> None:
         if h.facts is not None:
             details = [ch.detail for ch in h.checks if ch.name in ("python", "gpus") and ch.status == "ok"]
             if details:
-                c.print(f"[bold]{h.host}[/bold]: " + "; ".join(details))
+                c.print(f"[bold]{safe(h.host)}[/bold]: " + safe("; ".join(details)))
     for h in report.hosts:
         hk = next((ch for ch in h.checks if ch.name == "hostkey"), None)
         if hk is not None and hk.status == "ok" and hk.data.get("hops"):
-            c.print(f"[bold]{h.host}[/bold] hostkey: {escape(hk.detail)}", soft_wrap=True)
+            c.print(f"[bold]{safe(h.host)}[/bold] hostkey: {safe(hk.detail)}", soft_wrap=True)
     for n in notes:
         c.print(n, soft_wrap=True)
     known_hosts_warnings(getattr(report, "warnings", []))
@@ -137,14 +160,14 @@ def hosts_table(hosts: list[Any]) -> None:
     for h in hosts:
         local = h.connection == "local"
         table.add_row(
-            h.name,
-            h.group,
-            h.connection,
-            "(this machine)" if local else (h.address or "(ssh_config/DNS)"),
-            "-" if local else str(h.port or "(ssh_config/22)"),
-            h.user or "-",
-            h.python or ("(orch's own)" if local else "python3"),
-            ",".join(f"{k}={v}" for k, v in h.labels.items()),
+            safe(h.name),
+            safe(h.group),
+            safe(h.connection),
+            "(this machine)" if local else safe(h.address or "(ssh_config/DNS)"),
+            "-" if local else safe(h.port or "(ssh_config/22)"),
+            safe(h.user or "-"),
+            safe(h.python or ("(orch's own)" if local else "python3")),
+            safe(",".join(f"{k}={v}" for k, v in h.labels.items())),
         )
     console().print(table)
 
@@ -172,7 +195,7 @@ def suites_table(rows: list[dict[str, Any]]) -> None:
     table.add_column("description", overflow="fold")
     table.add_column("source", overflow="fold")
     for r in rows:
-        table.add_row(r["name"], r["bench"], r["description"], r.get("source", "built-in"))
+        table.add_row(safe(r["name"]), safe(r["bench"]), safe(r["description"]), safe(r.get("source", "built-in")))
     console().print(table)
 
 
@@ -181,9 +204,11 @@ def suite_detail(doc: dict[str, Any]) -> None:
     from rich.table import Table
 
     c = console()
-    c.print(f"[bold]{doc['name']}[/bold] (bench {doc['bench']}): {doc['description']}", soft_wrap=True)
+    c.print(
+        f"[bold]{safe(doc['name'])}[/bold] (bench {safe(doc['bench'])}): {safe(doc['description'])}", soft_wrap=True
+    )
     if doc.get("sweep"):
-        c.print(f"sweep axis: {doc['sweep']} (one case per value)")
+        c.print(f"sweep axis: {safe(doc['sweep'])} (one case per value)")
     params = Table(title="Parameters (--set KEY=VALUE)", title_justify="left")
     for col in ("key", "type", "default", "accepted", "scope", "help"):
         params.add_column(col, overflow="fold")
@@ -193,7 +218,8 @@ def suite_detail(doc: dict[str, Any]) -> None:
             accepted.append(f">= {p['min']:g}")
         if p["max"] is not None:
             accepted.append(f"<= {p['max']:g}")
-        params.add_row(p["name"], p["type"], _param_value(p["default"]), " ".join(accepted), p["scope"], p["help"])
+        params.add_row(*(safe(x) for x in (p["name"], p["type"], _param_value(p["default"]), " ".join(accepted),
+                                            p["scope"], p["help"])))  # fmt: skip
     c.print(params)
     if doc["presets"]:
         presets = Table(title="Presets (--preset NAME)", title_justify="left")
@@ -201,10 +227,10 @@ def suite_detail(doc: dict[str, Any]) -> None:
             presets.add_column(col, overflow="fold")
         for pr in doc["presets"]:
             values = " ".join(f"{k}={_param_value(v)}" for k, v in pr["values"].items())
-            presets.add_row(pr["name"], pr["description"], values)
+            presets.add_row(safe(pr["name"]), safe(pr["description"]), safe(values))
         c.print(presets)
         d = doc["default_preset"]
-        c.print(f"default preset: {d['cuda'] or '-'} on a CUDA host, {d['cpu'] or '-'} without CUDA")
+        c.print(f"default preset: {safe(d['cuda'] or '-')} on a CUDA host, {safe(d['cpu'] or '-')} without CUDA")
     if doc.get("command"):
         _command_suite_detail(doc)
 
@@ -213,21 +239,20 @@ def _command_suite_detail(doc: dict[str, Any]) -> None:
     """The suite-file part of ``orch suites show``: source, argv template, grid, parser, metrics, references."""
     import shlex
 
-    from rich.markup import escape
     from rich.table import Table
 
     c = console()
-    c.print(f"source: {doc['source']}", soft_wrap=True)
-    c.print("command: " + escape(shlex.join(doc["command"])), soft_wrap=True)
+    c.print(f"source: {safe(doc['source'])}", soft_wrap=True)
+    c.print("command: " + safe(shlex.join(doc["command"])), soft_wrap=True)
     if doc.get("env"):
-        c.print("env: " + escape(" ".join(f"{k}={v}" for k, v in doc["env"].items())), soft_wrap=True)
-    grid = escape(json.dumps(doc["grid"]))
-    c.print(f"timeout per run: {doc['timeout_s']:g} s; grid: {grid}; parser: {doc['parser']}")
+        c.print("env: " + safe(" ".join(f"{k}={v}" for k, v in doc["env"].items())), soft_wrap=True)
+    grid = safe(json.dumps(doc["grid"]))
+    c.print(f"timeout per run: {doc['timeout_s']:g} s; grid: {grid}; parser: {safe(doc['parser'])}")
     metrics = Table(title="Metrics", title_justify="left")
     for col in ("metric", "field", "unit"):
         metrics.add_column(col)
     for m in doc["metrics"]:
-        metrics.add_row(m["name"], m["path"], m["unit"])
+        metrics.add_row(safe(m["name"]), safe(m["path"]), safe(m["unit"]))
     c.print(metrics)
     if doc.get("references"):
         refs = Table(title="References (per host group)", title_justify="left")
@@ -235,17 +260,18 @@ def _command_suite_detail(doc: dict[str, Any]) -> None:
             refs.add_column(col)
         for group, bounds in doc["references"].items():
             for metric, text in bounds.items():
-                refs.add_row(group, metric, escape(text))
+                refs.add_row(safe(group), safe(metric), safe(text))
         c.print(refs)
 
 
 def trust_offer(offer: Any) -> None:
     c = console()
-    c.print(f"[bold]{offer.host}[/bold] ({offer.hostname}:{offer.port}) offers a {offer.key_type} key")
-    c.print(f"  fingerprint: [bold]{offer.fingerprint}[/bold]")
-    c.print(f"  known_hosts verdict: {offer.verdict.verdict} — {offer.verdict.detail}")
+    c.print(f"[bold]{safe(offer.host)}[/bold] ({safe(offer.hostname)}:{offer.port}) offers a "
+            f"{safe(offer.key_type)} key")  # fmt: skip
+    c.print(f"  fingerprint: [bold]{safe(offer.fingerprint)}[/bold]")
+    c.print(f"  known_hosts verdict: {safe(offer.verdict.verdict)} — {safe(offer.verdict.detail)}")
     for k in offer.verdict.known:
-        c.print(f"    known: {k.get('file')}:{k.get('line')} {k.get('key_type')} {k.get('fingerprint')}")
+        c.print("    known: " + safe(f"{k.get('file')}:{k.get('line')} {k.get('key_type')} {k.get('fingerprint')}"))
     known_hosts_warnings(offer.warnings)
 
 
@@ -253,7 +279,7 @@ def known_hosts_warnings(warnings: Any) -> None:
     """known_hosts lines OpenSSH skips (bad hash form, truncated key ...), once per file:line."""
     c = console()
     for w in warnings:
-        c.print(f"[yellow]known_hosts warning:[/yellow] {escape(str(w))} (OpenSSH skips this line)", soft_wrap=True)
+        c.print(f"[yellow]known_hosts warning:[/yellow] {safe(w)} (OpenSSH skips this line)", soft_wrap=True)
 
 
 def ssh_settings(name: str, rows: list[tuple[str, str, str]]) -> None:
@@ -264,7 +290,7 @@ def ssh_settings(name: str, rows: list[tuple[str, str, str]]) -> None:
     for col in ("setting", "value", "from"):
         table.add_column(col)
     for row in rows:
-        table.add_row(*(escape(x) for x in row))
+        table.add_row(*(safe(x) for x in row))
     console().print(table)
 
 
@@ -272,11 +298,11 @@ def trust_result(host: str, result: Any) -> None:
     c = console()
     if result.removed:
         c.print(
-            f"removed {result.removed} old entr{'y' if result.removed == 1 else 'ies'} for {host} "
-            f"(backup: {result.backup})"
+            f"removed {result.removed} old entr{'y' if result.removed == 1 else 'ies'} for {safe(host)} "
+            f"(backup: {safe(result.backup)})"
         )
     if result.recorded:
-        c.print(f"[green]recorded[/green] {host}'s key in {result.file}")
+        c.print(f"[green]recorded[/green] {safe(host)}'s key in {safe(result.file)}")
 
 
 # -- orch db / orch serve / orch runs (store views) ----------------------------------------------------------
@@ -318,13 +344,14 @@ def _when(dt: Any, *, short: bool = False) -> str:
 
 
 def db_upgraded(url: str, revision: str | None) -> None:
-    console().print(f"database {_redact_url(url)} is at revision {revision or '-'} (head)")
+    console().print(f"database {safe(_redact_url(url))} is at revision {safe(revision or '-')} (head)")
 
 
 def serving(host: str, port: int, db_url: str) -> None:
     shown = f"[{host}]" if ":" in host else host
     err_console().print(
-        f"orch results API on http://{shown}:{port}/ (docs /docs) over {_redact_url(db_url)}", soft_wrap=True
+        f"orch results API on http://{safe(shown)}:{port}/ (docs /docs) over {safe(_redact_url(db_url))}",
+        soft_wrap=True,
     )
 
 
@@ -339,63 +366,85 @@ def runs_table(page: Any) -> None:
     for r in page.items:
         status = {"completed": "green", "partial": "yellow", "failed": "red"}.get(r.status)
         t.add_row(
-            short_run_id(r.id), escape(r.suite), f"[{status}]{r.status}[/{status}]" if status else escape(r.status),
-            escape(r.label or "-"), escape(",".join(r.hosts)), str(r.results), str(r.errors),
-            _when(r.started_at, short=True), escape(r.started_by),
+            short_run_id(r.id), safe(r.suite), f"[{status}]{r.status}[/{status}]" if status else safe(r.status),
+            safe(r.label or "-"), safe(",".join(r.hosts)), str(r.results), str(r.errors),
+            _when(r.started_at, short=True), safe(r.started_by),
         )  # fmt: skip
     console().print(t)
-
-
-def _plateau(info: dict[str, Any]) -> Any:
-    p = info.get("plateau")
-    if isinstance(p, dict):
-        return p.get("M", p.get("m"))
-    return p
 
 
 def _case_text(case: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return " ".join(f"{k}={v}" for k, v in case.items() if k not in skip)
 
 
+PLATEAU_NOTE = (
+    "plateau from M: the smallest M from which at least 90% of the routed experts are touched and the time per "
+    "call stays within 10% of the plateau level (the time at the first M that touches every expert); "
+    "compute-bound from M: the first larger M whose time is more than 10% above that level (docs/metrics.md)"
+)
+
+
+def _plateau_text(p: Any) -> str:
+    if p is None:
+        return "-"
+    if p.plateau_from_m is None:
+        return str(p.reason)
+    bound = f"compute-bound from M={p.compute_bound_from_m}" if p.compute_bound_from_m else "no compute-bound rise"
+    return f"plateau from M={p.plateau_from_m}, {bound}"
+
+
 def run_detail(run: Any, results: list[Any]) -> None:
-    """``orch runs show``: the run, its hosts, then one results table per host."""
+    """``orch runs show``: the run, its hosts, then one results table per host (moe-sweep: with the plateau and
+    the compute-bound start, defined in a footnote)."""
     from rich.table import Table
 
+    from orchestrator.rundoc import host_plateau, host_status, result_warnings
+
     c = console()
-    c.print(f"[bold]run {short_run_id(run.id)}[/bold] ({run.id})  suite {run.suite}  status {run.status}  "
-            f"label {run.label or '-'}")
-    c.print(f"started {_when(run.started_at)} UTC by {run.started_by}; finished {_when(run.finished_at)}")
+    c.print(f"[bold]run {short_run_id(run.id)}[/bold] ({safe(run.id)})  suite {safe(run.suite)}  "
+            f"status {safe(run.status)}  label {safe(run.label or '-')}", soft_wrap=True)  # fmt: skip
+    c.print(f"started {_when(run.started_at)} UTC by {safe(run.started_by)}; finished {_when(run.finished_at)}",
+            soft_wrap=True)  # fmt: skip
     if run.params:
-        c.print("params: " + _case_text(run.params), soft_wrap=True)
+        c.print("params: " + safe(_case_text(run.params)), soft_wrap=True)
+    by_host: dict[str, list[Any]] = {}
+    for r in results:
+        by_host.setdefault(r.host, []).append(r)
+    plateaus = {h.host: host_plateau(run.suite, by_host.get(h.host, [])) for h in run.host_runs}
     hosts = Table(title="Hosts", title_justify="left")
-    for col in ("host", "status", "results", "errors", "GPU", "agent", "roof GB/s", "plateau M", "error"):
+    for col in ("host", "status", "results", "errors", "warnings", "GPU", "agent", "roof GB/s", "plateau M", "error"):
         hosts.add_column(col, overflow="fold")
     for h in run.host_runs:
         gpus = (h.facts or {}).get("gpus") or []
         gpu = gpus[0].get("name", "-") if gpus and isinstance(gpus[0], dict) else "-"
+        p = plateaus.get(h.host)
+        warned = sum(1 for r in by_host.get(h.host, []) if result_warnings(r))
         hosts.add_row(
-            h.host, h.status, str(h.results), str(h.errors), f"{gpu} x{len(gpus)}" if gpus else "-",
-            (h.agent_version or "-")[:12], _fmt(h.measured_roof_gbps), _fmt(_plateau(h.info)),
-            (h.error or "").splitlines()[-1] if h.error else "",
+            safe(h.host), host_status(h.status, h.errors), str(h.results), str(h.errors),
+            f"[yellow]{warned}[/yellow]" if warned else "0", safe(f"{gpu} x{len(gpus)}" if gpus else "-"),
+            safe((h.agent_version or "-")[:12]), _fmt(h.measured_roof_gbps),
+            _fmt(p.plateau_from_m if p else None), safe((h.error or "").splitlines()[-1] if h.error else ""),
         )  # fmt: skip
     c.print(hosts)
-    by_host: dict[str, list[Any]] = {}
-    for r in results:
-        by_host.setdefault(r.host, []).append(r)
     for host, rows in by_host.items():
-        hr = run.host_run(host)
-        plateau = _plateau(hr.info) if hr is not None else None
-        title = f"{host}" + (f" — plateau from M={plateau}" if plateau is not None else "")
+        p = plateaus.get(host)
+        title = safe(host) + (f" — {_plateau_text(p)}" if p is not None else "")
         if run.suite == "overheads":
             c.print(_items_table(title, rows))
         else:
             c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
     run_conditions(run, results)
+    if any(p is not None for p in plateaus.values()):
+        c.print(f"[dim]{PLATEAU_NOTE}[/dim]", soft_wrap=True)
+    for host, rows in by_host.items():
+        for r in rows:
+            for w in result_warnings(r):
+                c.print(f"[yellow]warning:[/yellow] {safe(host)} {safe(_case_text(r.case))}: {safe(w)}",
+                        soft_wrap=True)  # fmt: skip
 
 
 def _items_table(title: str, rows: list[Any]) -> Any:
     """One row per metric (the overheads suite: one result holding every item), then the skipped items."""
-    from rich.markup import escape
     from rich.table import Table
 
     t = Table(title=title, title_justify="left")
@@ -403,13 +452,13 @@ def _items_table(title: str, rows: list[Any]) -> Any:
         t.add_column(col, justify="left" if col in ("item", "unit") else "right")
     for r in rows:
         if r.status != "ok":
-            t.add_row("error", "-", "-", "-", f"[red]{escape(r.error or '')}[/red]")
+            t.add_row("error", "-", "-", "-", f"[red]{safe(r.error or '', lines=True)}[/red]")
             continue
         for name, m in r.metrics.items():
-            t.add_row(name, _fmt(m.get("median", m.get("value"))), _fmt(m.get("p10")), _fmt(m.get("p90")),
-                      str(m.get("unit", "")))  # fmt: skip
+            t.add_row(safe(name), _fmt(m.get("median", m.get("value"))), _fmt(m.get("p10")), _fmt(m.get("p90")),
+                      safe(m.get("unit", "")))  # fmt: skip
         for name, why in ((r.info or {}).get("skipped") or {}).items():
-            t.add_row(name, "skipped", "", "", escape(str(why)))
+            t.add_row(safe(name), "skipped", "", "", safe(why))
     return t
 
 
@@ -424,7 +473,8 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
     t.add_column("case / error", overflow="fold")
     for r in sorted(rows, key=lambda r: (r.m is None, r.m or 0, r.seq)):
         if r.status != "ok":
-            t.add_row(_fmt(r.m), *["-"] * (len(_MOE_COLUMNS) + 1), f"[red]{escape(str(r.error))}[/red]")
+            first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
+            t.add_row(_fmt(r.m), *["-"] * (len(_MOE_COLUMNS) + 1), f"[red]{safe(first[0])}[/red]")
             continue
         cells = []
         for _, name in _MOE_COLUMNS:
@@ -443,7 +493,7 @@ def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
     """A metric's median with its p10–p90 range when the result has one: ``0.354 (0.351–0.360)``."""
     med, p10, p90 = m.get("median", m.get("value")), m.get("p10"), m.get("p90")
     if not (isinstance(med, (int, float)) and isinstance(p10, (int, float)) and isinstance(p90, (int, float))):
-        return _fmt(med) + (f" {escape(str(m['unit']))}" if unit and m.get("unit") else "")
+        return _fmt(med) + (f" {safe(m['unit'])}" if unit and m.get("unit") else "")
     digits = 3  # as many significant digits as it takes to tell apart the figures that differ (at most 6)
     while digits < 6 and any(
         a != b and _fmt(float(a), digits) == _fmt(float(b), digits) for a, b in ((med, p10), (med, p90))
@@ -451,7 +501,7 @@ def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
         digits += 1
     text = f"{_fmt(float(med), digits)} ({_fmt(float(p10), digits)}–{_fmt(float(p90), digits)})"
     if unit and m.get("unit"):
-        text += f" {escape(str(m['unit']))}"
+        text += f" {safe(m['unit'])}"
     return text
 
 
@@ -469,10 +519,10 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
     constant = {k: rows[0].case.get(k) for k in keys if len({repr(r.case.get(k)) for r in rows}) == 1}
     varying = tuple(k for k in keys if k not in constant) or tuple(keys[:1])
     fixed = _case_text({k: v for k, v in constant.items() if k not in varying})
-    t = Table(title=title + (f"\n[dim]{fixed}[/dim]" if fixed else ""), title_justify="left")
+    t = Table(title=title + (f"\n[dim]{safe(fixed)}[/dim]" if fixed else ""), title_justify="left")
     t.add_column("case", overflow="fold")
     for n in names:
-        t.add_column(n, justify="right")
+        t.add_column(safe(n), justify="right", overflow="fold")
     t.add_column("n", justify="right")
     with_roof = any(r.pct_of_measured_roof is not None for r in rows)
     if with_roof:
@@ -481,11 +531,11 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
     if with_refs:
         t.add_column("references", overflow="fold")
     for r in rows:
-        case = _case_text({k: r.case.get(k) for k in varying})
+        case = safe(_case_text({k: r.case.get(k) for k in varying}))
         extra = ([_fmt(r.pct_of_measured_roof)] if with_roof else []) + ([_references_cell(r)] if with_refs else [])
         if r.status != "ok":
             first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
-            t.add_row(case, f"[red]{escape(first[0])}[/red]", *["-"] * (len(names) + len(extra)))
+            t.add_row(case, f"[red]{safe(first[0])}[/red]", *["-"] * (len(names) + len(extra)))
             continue
         cells = [_with_spread(r.metrics[n], unit=True) if r.metrics.get(n) else "-" for n in names]
         t.add_row(case, *cells, _fmt(_samples(r)), *extra)
@@ -508,16 +558,17 @@ def _references_cell(r: Any) -> str:
     refs = _references(r)
     if not refs:
         return "-"
-    failed = [f"{k} {_fmt(v.get('value'))}, want {v.get('bound')}" for k, v in refs.items() if not v.get("pass")]
+    failed = [safe(f"{k} {_fmt(v.get('value'))}, want {v.get('bound')}") for k, v in refs.items() if not v.get("pass")]
     return "[green]pass[/green]" if not failed else "[red]FAIL " + "; ".join(failed) + "[/red]"
 
 
 def comparison_table(cmp: Any) -> None:
     from rich.table import Table
 
-    unit = f" ({cmp.unit})" if cmp.unit else ""
+    unit = f" ({safe(cmp.unit)})" if cmp.unit else ""
     t = Table(
-        title=f"{cmp.metric}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}", title_justify="left"
+        title=f"{safe(cmp.metric)}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}",
+        title_justify="left",
     )
     for col in ("host", "case", "base (p10–p90)", "head (p10–p90)", "head/base", "verdict"):
         right = col in ("base (p10–p90)", "head (p10–p90)", "head/base")
@@ -527,7 +578,9 @@ def comparison_table(cmp: Any) -> None:
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
         base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
         head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
-        t.add_row(escape(x.host or "*"), escape(_case_text(x.case, ("seed",))), base, head, ratio, verdict)
+        if x.warnings:
+            verdict += " [yellow](failed requests)[/yellow]"
+        t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, verdict)
     c = console()
     c.print(t)
     gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
@@ -536,6 +589,10 @@ def comparison_table(cmp: Any) -> None:
         f"(paired on {cmp.paired_on}); "
         f"only in base: {cmp.only_base}, only in head: {cmp.only_head}"
     )
+    for x in cmp.cases:
+        if x.warnings:
+            where = f"{safe(x.host or '*')} {safe(_case_text(x.case, ('seed',)))}"
+            c.print(f"[yellow]warning:[/yellow] {where}: {safe('; '.join(x.warnings))}", soft_wrap=True)
 
 
 # a case is "within noise" when its p10-p90 ranges overlap or a side's spread exceeds the change (is_noisy)
@@ -572,18 +629,18 @@ class RunProgress:
 
     def _task(self, host: str) -> Any:
         if host not in self._tasks:
-            self._tasks[host] = self._progress.add_task(host, host=host, case="", state="", total=None)
+            self._tasks[host] = self._progress.add_task(host, host=safe(host), case="", state="", total=None)
         return self._tasks[host]
 
     def host_state(self, host: str, state: str, detail: str = "") -> None:
         text = state + (f": {detail}" if detail else "")
-        self._progress.update(self._task(host), state=text[:80])
+        self._progress.update(self._task(host), state=safe(text[:80]))
 
     def case_progress(self, host: str, done: int, total: int | None, case: dict[str, Any] | None) -> None:
         shown = ""
         if case:
             shown = f"M={case['M']}" if "M" in case else _case_text(case)[:40]
-        self._progress.update(self._task(host), completed=done, total=total, case=shown)
+        self._progress.update(self._task(host), completed=done, total=total, case=safe(shown))
 
 
 def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
@@ -594,15 +651,17 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
     for h in outcome.hosts:
         if h.status not in ("completed",):
             colour = "yellow" if h.status == "partial" else "red"
-            c.print(f"[{colour}]{h.host}: {h.status}[/{colour}]" + (f" — {h.error}" if h.error else ""), soft_wrap=True)
+            err = f" — {safe(h.error, lines=True)}" if h.error else ""
+            c.print(f"[{colour}]{safe(h.host)}: {h.status}[/{colour}]" + err, soft_wrap=True)
             if getattr(h, "hint", None):
-                c.print(f"    hint: {h.hint}", soft_wrap=True)
-    dirs = [f"{escape(h.host)}: {escape(h.state_dir)}" for h in outcome.hosts if getattr(h, "state_dir", None)]
+                c.print(f"    hint: {safe(h.hint, lines=True)}", soft_wrap=True)
+    dirs = [f"{safe(h.host)}: {safe(h.state_dir)}" for h in outcome.hosts if getattr(h, "state_dir", None)]
     if dirs:  # connection: local hosts too: say where the node-local state went (the inventory's orch_home:)
         c.print("run state (spool, spec, outputs) on the hosts: " + ", ".join(dirs), soft_wrap=True)
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
     c.print(
-        f"run [bold]{short_run_id(outcome.run_id)}[/bold] {outcome.suite}: [{colour}]{outcome.status}[/{colour}] — "
+        f"run [bold]{short_run_id(outcome.run_id)}[/bold] {safe(outcome.suite)}: "
+        f"[{colour}]{outcome.status}[/{colour}] — "
         f"{sum(h.results for h in outcome.hosts)} results from {len(outcome.hosts)} host(s); "
         f"details: orch runs show {short_run_id(outcome.run_id)}"
     )
@@ -618,19 +677,19 @@ def deploy_table(report: Any) -> None:
         if r["ok"]:
             build = f"{r['build_sha'][:12]} {r['build']}" if r.get("build_sha") else "-"
             table.add_row(
-                r["host"],
-                f"{r['agent_sha'][:12]} {r['agent']}",
-                build,
+                safe(r["host"]),
+                safe(f"{r['agent_sha'][:12]} {r['agent']}"),
+                safe(build),
                 "switched" if r.get("switched") else "-",
                 f"{r['uploaded_bytes'] / 1e6:.2f} MB",
                 "",
             )
         else:
-            table.add_row(r["host"], "", "", "", "", f"[red]{r['error']}[/red]")
+            table.add_row(safe(r["host"]), "", "", "", "", f"[red]{safe(r['error'])}[/red]")
     console().print(table)
     for r in report.rows:
         if not r["ok"] and r.get("hint"):
-            console().print(f"[yellow]{r['host']} hint:[/yellow] {r['hint']}")
+            console().print(f"[yellow]{safe(r['host'])} hint:[/yellow] {safe(r['hint'])}")
 
 
 def interrupted(run_id: str) -> None:
@@ -647,7 +706,7 @@ def interrupted(run_id: str) -> None:
 
 def labelled(summary: Any) -> None:
     """``orch runs label``: the run and its new label."""
-    label = escape(summary.label) if summary.label else "(none)"
+    label = safe(summary.label) if summary.label else "(none)"
     console().print(f"run {short_run_id(summary.id)} label: {label}", soft_wrap=True)
 
 
@@ -657,7 +716,7 @@ def runs_to_remove(runs: list[Any]) -> None:
     for r in runs:
         results = sum(h.results for h in r.host_runs)
         c.print(
-            f"run {short_run_id(r.id)} {escape(r.suite)} {r.status} label {escape(r.label or '-')}: "
+            f"run {short_run_id(r.id)} {safe(r.suite)} {r.status} label {safe(r.label or '-')}: "
             f"{results} results on {len(r.host_runs)} host(s), started {_when(r.started_at)} UTC",
             soft_wrap=True,
         )
@@ -669,7 +728,7 @@ def removed(runs: list[Any]) -> None:
 
 def cancelled(outcome: Any) -> None:
     """``orch cancel``: which run, on which hosts."""
-    hosts = ", ".join(escape(h.host) for h in outcome.hosts)
+    hosts = ", ".join(safe(h.host) for h in outcome.hosts)
     console().print(f"run {short_run_id(outcome.run_id)} cancelled on {hosts}", soft_wrap=True)
 
 def projection(rec: Any) -> None:

@@ -105,12 +105,14 @@ def run(
     except KeyboardInterrupt:
         render.interrupted(runner.run_id)
         raise typer.Exit(130) from None
-    if json_out:
-        render.print_json(outcome.to_dict())
-    else:
-        from orchestrator.cli.runs import SHOW_MAX_RESULTS
+    from orchestrator.cli.runs import SHOW_MAX_RESULTS
 
-        page = store.results(outcome.run_id, limit=SHOW_MAX_RESULTS)
+    page = store.results(outcome.run_id, limit=SHOW_MAX_RESULTS)
+    if json_out:
+        from orchestrator.rundoc import run_document
+
+        render.print_json({**run_document(store.get_run(outcome.run_id), page.items), "status": outcome.status})
+    else:
         render.run_outcome(outcome, store.get_run(outcome.run_id), page.items)
     raise typer.Exit(0 if outcome.status == "completed" else 1)
 

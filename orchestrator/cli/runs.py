@@ -16,6 +16,7 @@ import typer
 from orchestrator.cli import render, runs_import
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
+from orchestrator.rundoc import run_document
 from orchestrator.store.records import RunFilter
 from orchestrator.store.repo import Store
 
@@ -93,7 +94,7 @@ def show(
         rid = store.resolve_run_id(run_id)
         run, results = store.get_run(rid), store.results(rid, limit=SHOW_MAX_RESULTS)
     if json_out:
-        render.print_json({"run": asdict(run), "results": [asdict(r) for r in results.items]})
+        render.print_json(run_document(run, results.items, full=True))
     else:
         render.run_detail(run, results.items)
 

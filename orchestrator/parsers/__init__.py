@@ -27,7 +27,7 @@ from orchestrator.parsers import (
     vllm_latency,
     vllm_serve,
 )
-from orchestrator.parsers.base import ParseError, ParserDef, Record, extract, lookup
+from orchestrator.parsers.base import ParseError, ParserDef, Record, RequestCounts, extract, lookup
 
 PARSERS: dict[str, ParserDef] = {
     p.name: p
@@ -43,4 +43,4 @@ PARSERS: dict[str, ParserDef] = {
     )
 }
 
-__all__ = ["PARSERS", "ParseError", "ParserDef", "Record", "extract", "lookup"]
+__all__ = ["PARSERS", "ParseError", "ParserDef", "Record", "RequestCounts", "extract", "lookup"]

@@ -72,6 +72,46 @@ def json_document(text: str) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
+class RequestCounts:
+    """What a serving benchmark says about its requests: ``completed``, ``failed`` (None when the tool does not
+    say) and ``total`` sent (None when it does not say); counts of requests."""
+
+    completed: int
+    failed: int | None
+    total: int | None
+
+
+def _count(v: Any) -> int | None:
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def request_counts(record: Record) -> RequestCounts | None:
+    """The request counts of a serving benchmark's result record, None when it has no ``completed``.
+
+    Sources, first found wins: failed = ``failed`` (vLLM ``bench serve``), ``failures``, the non-empty entries of
+    ``errors`` (SGLang ``bench_serving --output-details``, vLLM ``--save-detailed``), ``len(input_lens) −
+    completed`` (SGLang: one input length per request sent); total = ``num_prompts`` (vLLM), ``len(errors)``,
+    ``len(input_lens)``, else completed + failed."""
+    completed = _count(record.get("completed"))
+    if completed is None:
+        return None
+    failed = _count(record.get("failed"))
+    if failed is None:
+        failed = _count(record.get("failures"))
+    errors, lens = record.get("errors"), record.get("input_lens")
+    total = _count(record.get("num_prompts"))
+    if isinstance(errors, list):
+        failed = failed if failed is not None else sum(1 for e in errors if e)
+        total = total if total is not None else len(errors)
+    if isinstance(lens, list):
+        total = total if total is not None else len(lens)
+        failed = failed if failed is not None else max(0, len(lens) - completed)
+    if total is None and failed is not None:
+        total = completed + failed
+    return RequestCounts(completed, failed, total)
+
+
+@dataclass(frozen=True)
 class ParserDef:
     """One output format.
 
@@ -81,6 +121,7 @@ class ParserDef:
     this format has; records without them are ignored, and an output with none is a ParseError. ``select(records,
     case)``: the records of one case (its parameters), for formats whose output holds several (nccl-tests: the
     row of the case's ``size_bytes``); raises ParseError naming what was found when that is not exactly one.
+    ``requests(record)``: the request counts, for tools that report them (serving benchmarks); None otherwise.
     """
 
     name: str
@@ -92,6 +133,7 @@ class ParserDef:
     signature: tuple[str, ...] = ()
     takes_pattern: bool = False
     select: Callable[[Sequence[Record], Mapping[str, Any]], list[Record]] | None = None
+    requests: Callable[[Record], RequestCounts | None] | None = None
 
     @property
     def generic(self) -> bool:

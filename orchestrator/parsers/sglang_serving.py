@@ -10,7 +10,7 @@ speculative-decoding verify step) when speculative decoding is on.
 
 from __future__ import annotations
 
-from orchestrator.parsers.base import SERVING_LATENCY_HEADLINE, ParserDef, Record, json_lines
+from orchestrator.parsers.base import SERVING_LATENCY_HEADLINE, ParserDef, Record, json_lines, request_counts
 
 UNITS = {
     "request_rate": "req/s",
@@ -43,5 +43,6 @@ PARSER = ParserDef(
         *SERVING_LATENCY_HEADLINE,
         "accept_length",
     ),
+    requests=request_counts,
     signature=("completed", "output_throughput", "duration"),
 )

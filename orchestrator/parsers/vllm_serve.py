@@ -9,7 +9,7 @@ Fields: ``duration`` (s), ``completed``, ``failed`` (requests), ``request_throug
 
 from __future__ import annotations
 
-from orchestrator.parsers.base import SERVING_LATENCY_HEADLINE, ParserDef, Record, json_document
+from orchestrator.parsers.base import SERVING_LATENCY_HEADLINE, ParserDef, Record, json_document, request_counts
 
 UNITS = {
     "duration": "s",
@@ -46,5 +46,6 @@ PARSER = ParserDef(
         *SERVING_LATENCY_HEADLINE,
         "spec_decode_acceptance_length",
     ),
+    requests=request_counts,
     signature=("completed", "duration", "output_throughput"),
 )

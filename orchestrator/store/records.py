@@ -102,6 +102,13 @@ class ResultRecord:
     error: str | None
     pct_of_measured_roof: float | None = None
 
+    @property
+    def warnings(self) -> list[str]:
+        """What makes the result suspect though it was stored (``info.warnings``, e.g. "5 of 1000 requests
+        failed (0.5%)" from a serving benchmark)."""
+        w = self.info.get("warnings") if isinstance(self.info, dict) else None
+        return [str(x) for x in w] if isinstance(w, list) else []
+
 
 @dataclass(frozen=True, kw_only=True)
 class Page(Generic[T]):
@@ -162,6 +169,7 @@ class CompareCase:
     head_p90: float | None
     noisy: bool | None
     verdict: Verdict
+    warnings: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,6 +182,8 @@ class Comparison:
     Per case, ``base_p10``..``head_p90`` are the p10/p90 of each side (over several results of a case: the
     lowest p10 and the highest p90; None when any lacks one), ``noisy`` and ``verdict`` are
     ``analysis.compare.is_noisy`` and ``noise_verdict`` at ``threshold``; ``noisy`` counts the noisy cases.
+    A case's ``warnings`` name the side whose result had failed requests (``failed_requests`` > 0: its latencies
+    describe another load); ``warned`` counts those cases.
     """
 
     base: str
@@ -187,6 +197,7 @@ class Comparison:
     only_head: int
     threshold: float
     noisy: int
+    warned: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)

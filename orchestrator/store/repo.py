@@ -16,7 +16,7 @@ import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -782,7 +782,13 @@ class Store:
                     select(Result.case_key, Result.case_params).where(Result.id.in_(ids[i : i + _IN_CHUNK]))
                 ):
                     cases[key] = params or {}
-        return _comparison(base_run.id, head_run.id, metric, unit, paired, cases)
+            failed = _json_num(Result.metrics, "failed_requests", "value")
+            warned = s.execute(
+                select(Result.run_id, Result.host, Result.case_key, failed).where(
+                    Result.run_id.in_([base_run.id, head_run.id]), Result.status == "ok", failed > 0
+                )
+            ).all()
+        return _with_warnings(_comparison(base_run.id, head_run.id, metric, unit, paired, cases), warned)
 
     def flagged_cases(self, run_id: str) -> list[FlaggedCase]:
         """The run's results marked ``throttled`` or ``shared_gpu`` in ``info`` (per-case GPU telemetry), in seq
@@ -1059,6 +1065,25 @@ def _comparison(
         threshold=COMPARE_THRESHOLD,
         noisy=noisy_cases,
     )
+
+
+def _with_warnings(cmp: Comparison, rows: Sequence[Any]) -> Comparison:
+    """Mark the cases whose base or head result had failed requests (rows of run id, host, case key, count)."""
+    if not rows:
+        return cmp
+    failed: dict[tuple[str, str | None, str], float] = defaultdict(float)
+    for run_id, host, key, n in rows:
+        side = "base" if run_id == cmp.base else "head"
+        failed[(side, host if cmp.paired_on == "host+case" else None, key)] += float(n)
+    cases = []
+    for c in cmp.cases:
+        notes = [
+            f"{side}: {failed[(side, c.host, c.case_key)]:g} failed requests"
+            for side in ("base", "head")
+            if (side, c.host, c.case_key) in failed
+        ]
+        cases.append(replace(c, warnings=notes) if notes else c)
+    return replace(cmp, cases=cases, warned=sum(1 for c in cases if c.warnings))
 
 
 def _merge(figures: list[_Figure]) -> _Figure:

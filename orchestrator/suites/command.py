@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import SuiteError
-from orchestrator.parsers import PARSERS, ParseError, extract
+from orchestrator.parsers import PARSERS, ParseError, RequestCounts, extract
 from orchestrator.protocol import Event, Metric, parse_metric
 
 BUILD_TOKEN = "{orch_build}"
@@ -37,6 +37,9 @@ OUTPUT_TOKEN = "{orch_output}"
 BUILTIN_PLACEHOLDERS = {"build": BUILD_TOKEN, "output": OUTPUT_TOKEN}
 CASE_COMMAND_KEYS = ("argv", "env", "timeout_s")
 STORED_OUTPUT_CHARS = 16 * 1024  # what is kept of the parsed output in a stored result: enough to debug a parser
+DEFAULT_MAX_FAILED_REQUESTS = 0.01
+"""Share of a serving benchmark's requests that may fail before its case is an error (1%; suite key
+``max_failed_requests``): a run that lost more measured a different load than the one asked for."""
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -144,6 +147,8 @@ class CommandSuite:
     references: Mapping[str, Mapping[str, Bound]] = field(default_factory=dict)
     scalars: tuple[str, ...] = ()
     """Case parameters that are not grid axes, in declaration order (copied into every case)."""
+    max_failed_requests: float = DEFAULT_MAX_FAILED_REQUESTS
+    """Largest share of failed requests (0..1) a case may have and still be a result (with a warning)."""
 
     def cases(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One case per grid point: the parameters, then ``argv``, ``env``, ``timeout_s``. Raises SuiteError
@@ -175,6 +180,7 @@ class CommandSuite:
             "parser": self.parser,
             "metrics": [{"name": m.name, "path": m.path, "unit": m.unit} for m in self.metrics],
             "references": {g: {k: b.text for k, b in refs.items()} for g, refs in self.references.items()},
+            "max_failed_requests": f"{self.max_failed_requests * 100:g}%",
         }
 
 
@@ -237,7 +243,47 @@ def parse_outputs(
     a parser's headline metrics, taken when the suite names none, at least one). An optional metric missing
     from some runs is left out.
     """
+    return parse_runs(suite, outputs, case)[0]
+
+
+class RequestsError(ValueError):
+    """A serving benchmark's requests failed: none completed, or more than the suite allows."""
+
+
+def judge_requests(counts: Sequence[RequestCounts | None], max_failed: float) -> tuple[Metric | None, str | None]:
+    """The ``failed_requests`` metric (summed over the runs) and a warning when any request failed.
+
+    Raises RequestsError when a run completed no request ("0 of 200 requests completed") or the failed share
+    is above ``max_failed`` (a fraction)."""
+    known = [c for c in counts if c is not None]
+    n = len(counts)
+    for i, c in enumerate(counts):
+        if c is not None and c.completed == 0:
+            run = f" (run {i + 1} of {n})" if n > 1 else ""
+            total = c.total if c.total is not None else "?"
+            raise RequestsError(f"0 of {total} requests completed{run}: the tool measured nothing")
+    with_failed = [c for c in known if c.failed is not None]
+    failed = sum(c.failed or 0 for c in with_failed)
+    if not with_failed or failed == 0:
+        return (Metric(value=0.0, unit="req") if with_failed else None), None
+    total = sum(c.total if c.total is not None else c.completed + (c.failed or 0) for c in with_failed)
+    share = failed / total if total else 1.0
+    text = f"{failed} of {total} requests failed ({share * 100:.1f}%)"
+    if share > max_failed:
+        raise RequestsError(
+            f"{text}, above the suite's limit of {max_failed * 100:g}% (max_failed_requests): "
+            "the latencies describe another load than the one asked for"
+        )
+    return Metric(value=float(failed), unit="req"), text
+
+
+def parse_runs(
+    suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Metric], list[RequestCounts | None]]:
+    """:func:`parse_outputs` plus each run's request counts (None per run when the parser's tool reports none:
+    the counts of the last record that has them)."""
     parser = PARSERS[suite.parser]
+    counts: list[RequestCounts | None] = []
     paths = {m.name: m.path for m in suite.metrics}
     optional = {m.name for m in suite.metrics if m.optional}
     per_metric: dict[str, list[float]] = {m.name: [] for m in suite.metrics}
@@ -247,6 +293,8 @@ def parse_outputs(
             records = parser.parse(text, suite.pattern, case)
         except ParseError as exc:
             raise ParseError(f"parser {suite.parser} found {exc}{run}") from None
+        if parser.requests is not None:
+            counts.append(next((c for r in reversed(records) if (c := parser.requests(r)) is not None), None))
         found, missing = extract(records, paths)
         if not found:
             missing = list(paths)
@@ -259,7 +307,8 @@ def parse_outputs(
         for name, v in found.items():
             per_metric[name].append(v)
     n = len(outputs)
-    return {m.name: _summary(per_metric[m.name], m.unit) for m in suite.metrics if len(per_metric[m.name]) == n}
+    metrics = {m.name: _summary(per_metric[m.name], m.unit) for m in suite.metrics if len(per_metric[m.name]) == n}
+    return metrics, counts
 
 
 def _tail(text: str, n: int = STORED_OUTPUT_CHARS) -> str:
@@ -275,7 +324,10 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
       kept on the host) stays. Parsing needs ``info.outputs``, the whole text of each run: a result whose outputs
       stayed on the host (``outputs_complete: false``) and were not fetched is an error, never parsed from an
       excerpt. A parser that finds nothing turns the event into
-      an ``error`` for its case (``kind: "parse"``), never a silent success.
+      an ``error`` for its case (``kind: "parse"``), never a silent success. A serving benchmark's request
+      counts (:func:`judge_requests`): ``failed_requests`` is stored as a metric, any failure adds a warning
+      to ``info.warnings``; no request completed, or more failed than ``max_failed_requests``, is an ``error``
+      (``kind: "requests"``).
     - any event with a case: ``argv``/``env``/``timeout_s`` move from the case to ``info.command`` (results) or
       ``command`` (errors), so the stored case is the parameters alone.
     """
@@ -310,14 +362,22 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
     if isinstance(stdout, str) and main is not None:
         info["stdout_tail"] = _tail(stdout, 4096)
     try:
-        metrics = {**_agent_metrics(data), **parse_outputs(suite, texts, data["case"])}
-    except ParseError as exc:
+        parsed, counts = parse_runs(suite, texts, data["case"])
+        failed, warning = judge_requests(counts, suite.max_failed_requests)
+    except (ParseError, RequestsError) as exc:
         last = [ln for ln in text.strip().splitlines() if ln.strip()][-3:]
         shown = " | ".join(ln[:200] for ln in last) if last else "(empty output)"
-        err = {"message": f"{exc}; last output lines: {shown}", "case": data["case"], "kind": "parse", "info": info}
+        kind = "parse" if isinstance(exc, ParseError) else "requests"
+        message = f"{exc}; last output lines: {shown}" if kind == "parse" else f"parser {suite.parser}: {exc}"
+        err = {"message": message, "case": data["case"], "kind": kind, "info": info}
         if ev.case_index is not None:
             err["case_index"] = ev.case_index
         return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+    metrics = {**_agent_metrics(data), **parsed}
+    if failed is not None:
+        metrics["failed_requests"] = failed
+    if warning is not None:
+        info["warnings"] = [*info.get("warnings", []), warning]
     refs = {}
     for name, bound in suite.references_for(group).items():
         if name in metrics:

@@ -21,6 +21,7 @@ A suite file::
     repeat: 1                              # runs per case (--repeat); metrics become median and p10/p90
     warmup: 0                              # untimed runs before them
     env: {CUDA_VISIBLE_DEVICES: "0"}       # values may use placeholders too
+    max_failed_requests: 1%                # serving parsers: more failed requests make the case an error
     parser: sglang-one-batch               # or {name: regex, pattern: 'tput: (?P<tput>[\\d.]+)'}
     metrics:                               # name -> {path, unit}; engine parsers know their units
       decode_tput: {path: median_decode_throughput}
@@ -68,7 +69,7 @@ RESERVED = frozenset({*RUN_PARAMS, *CASE_COMMAND_KEYS, *BUILTIN_PLACEHOLDERS})
 AGENT_METRICS = {"wall_ms": "ms"}  # what the agent's command bench itself measures
 TOP_KEYS = (
     "name, description, command, params, grid, sweep, timeout_s, repeat, warmup, env, parser, metrics, "
-    "references, presets"
+    "references, presets, max_failed_requests"
 )
 _TYPES: dict[str, ParamType] = {"int": "int", "float": "float", "str": "str", "list": "int-list"}
 
@@ -131,6 +132,7 @@ class SuiteFile(BaseModel):
     metrics: dict[str, MetricSpec | None] = Field(default_factory=dict)
     references: dict[str, dict[str, str]] = Field(default_factory=dict)
     presets: dict[str, PresetSpec] = Field(default_factory=dict)
+    max_failed_requests: str = "1%"
 
     @field_validator("parser", mode="before")
     @classmethod
@@ -245,7 +247,14 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
     elif pattern is not None:
         raise w.error(("parser", "pattern"), f"parser {parser.name} takes no pattern", "remove pattern")
     metrics = _metrics(spec, parser.name, groups, w)
-    units = {m.name: m.unit for m in metrics} | AGENT_METRICS
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*%\s*", spec.max_failed_requests)
+    if m is None or float(m.group(1)) > 100:
+        raise w.error(
+            ("max_failed_requests",),
+            f"{spec.max_failed_requests!r} is not a percentage",
+            "write the share of requests that may fail, e.g. '1%' or '0%'",
+        )
+    units = {m.name: m.unit for m in metrics} | AGENT_METRICS | ({"failed_requests": "req"} if parser.requests else {})
     references: dict[str, dict[str, Bound]] = {}
     for group, refs in spec.references.items():
         references[group] = {}
@@ -275,6 +284,7 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
         metrics=tuple(metrics),
         references=references,
         scalars=tuple(p.name for p in params if p.type != "int-list"),
+        max_failed_requests=float(m.group(1)) / 100,
     )
     all_params = (*params, *_run_params(repeat=spec.repeat, warmup=spec.warmup))
     presets = tuple(Preset(n, p.description, _preset_values(spec, n, p, params, w)) for n, p in spec.presets.items())
