@@ -433,6 +433,9 @@ def run_detail(run: Any, results: list[Any]) -> None:
             c.print(_items_table(title, rows))
         else:
             c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
+        if run.suite == "moe-sweep":
+            for note in percent_reasons(host, run.host_run(host), rows):
+                c.print(f"[dim]{safe(note, lines=True)}[/dim]", soft_wrap=True)
     run_conditions(run, results)
     if any(p is not None for p in plateaus.values()):
         c.print(f"[dim]{PLATEAU_NOTE}[/dim]", soft_wrap=True)
@@ -460,6 +463,29 @@ def _items_table(title: str, rows: list[Any]) -> Any:
         for name, why in ((r.info or {}).get("skipped") or {}).items():
             t.add_row(safe(name), "skipped", "", "", safe(why))
     return t
+
+
+def percent_reasons(host: str, host_run: Any, rows: list[Any]) -> list[str]:
+    """Why moe-sweep's "% of peak" / "% of roof" columns are ``-`` on every row of a host (said once, with the
+    command that fills the column), or nothing when some row has the figure."""
+    ok = [r for r in rows if r.status == "ok"]
+    if not ok:
+        return []
+    notes = []
+    if all("pct_peak" not in r.metrics for r in ok):
+        gpus = ((host_run.facts if host_run is not None else None) or {}).get("gpus") or []
+        name = gpus[0].get("name") if gpus and isinstance(gpus[0], dict) else None
+        notes.append(
+            f"% of peak is - : orch's GPU catalog (orchestrator/analysis/gpus.py) has no datasheet bandwidth for {name}"
+            if name
+            else "% of peak is - : the run used no GPU (a CPU device has no datasheet bandwidth in orch's catalog)"
+        )
+    if all(r.pct_of_measured_roof is None for r in ok):
+        notes.append(
+            f"% of roof is - : no hbm-bandwidth run on {host} yet; measure its copy roof with: "
+            f"orch run hbm-bandwidth --hosts {host}"
+        )
+    return notes
 
 
 def _moe_table(title: str, rows: list[Any]) -> Any:
