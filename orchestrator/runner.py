@@ -58,6 +58,7 @@ from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
 from orchestrator.suites.command import command_result
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
+from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import CommandResult, Transport
 from orchestrator.version import version_info
@@ -279,6 +280,7 @@ class _HostRun:
         self.started = False
         self.reconnects = 0
         self.facts: dict[str, Any] = {}
+        self.secrets: tuple[str, ...] = ()  # the suite's secret env values: scrubbed from every event
 
     async def connect(self) -> Transport:
         if self.t is None:
@@ -331,6 +333,8 @@ class _HostRun:
                 "(e.g. python: /opt/torch/.venv/bin/python3)",
             )
         self.gpu = gpu_spec_for(self.host, summary, spec["device"])
+        command = self.r.registry.get(self.r.req.suite).command
+        self.secrets = secret_values(spec, command.public_env) if command is not None else ()
         return spec, summary
 
     def enrich(self, ev: Event) -> Event:
@@ -338,7 +342,7 @@ class _HostRun:
         measured-roof % is computed by the store at query time)."""
         command = self.r.registry.get(self.r.req.suite).command
         if command is not None:
-            ev = command_result(command, ev, self.host.group)
+            ev = scrub_event(command_result(command, ev, self.host.group), self.secrets)
         return mark_telemetry(enrich_event(self.r.req.suite, ev, self.gpu))
 
     async def follow(self, from_seq: int) -> str:
@@ -460,6 +464,11 @@ class _HostRun:
         if self.dep is None or not self.started:
             return
         await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s)
+
+
+def _public_env(registry: Registry, suite: str) -> frozenset[str]:
+    command = registry.get(suite).command
+    return command.public_env if command is not None else frozenset()
 
 
 class Runner:
@@ -655,7 +664,8 @@ class Runner:
             self.store.set_host_run_info,
             self.run_id,
             name,
-            {"spec": dict(spec), "preset": spec.get("preset"), "gpu_spec": hr.gpu.key if hr.gpu else None},
+            {"spec": redact_spec(spec, _public_env(self.registry, self.req.suite)), "preset": spec.get("preset"),
+             "gpu_spec": hr.gpu.key if hr.gpu else None},  # fmt: skip
         )
         if self.req.wait_s:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")

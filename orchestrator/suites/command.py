@@ -31,6 +31,7 @@ from typing import Any
 from orchestrator.errors import SuiteError
 from orchestrator.parsers import PARSERS, ParseError, RequestCounts, extract
 from orchestrator.protocol import Event, Metric, parse_metric
+from orchestrator.suites.secrets import redact_env
 
 BUILD_TOKEN = "{orch_build}"
 OUTPUT_TOKEN = "{orch_output}"
@@ -149,6 +150,8 @@ class CommandSuite:
     """Case parameters that are not grid axes, in declaration order (copied into every case)."""
     max_failed_requests: float = DEFAULT_MAX_FAILED_REQUESTS
     """Largest share of failed requests (0..1) a case may have and still be a result (with a warning)."""
+    public_env: frozenset[str] = frozenset()
+    """``env`` names whose values are not secret (suites/secrets.py: every other value is redacted)."""
 
     def cases(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One case per grid point: the parameters, then ``argv``, ``env``, ``timeout_s``. Raises SuiteError
@@ -174,7 +177,7 @@ class CommandSuite:
         return {
             "source": self.source,
             "command": list(self.argv),
-            "env": dict(self.env),
+            "env": redact_env(self.env, self.public_env),
             "timeout_s": self.timeout_s,
             "grid": _grid_doc(self.grid) if self.grid is not None else None,
             "parser": self.parser,

@@ -20,7 +20,8 @@ A suite file::
     timeout_s: 600                         # per run of the command
     repeat: 1                              # runs per case (--repeat); metrics become median and p10/p90
     warmup: 0                              # untimed runs before them
-    env: {CUDA_VISIBLE_DEVICES: "0"}       # values may use placeholders too
+    env: {HF_TOKEN: "hf_...", CUDA_VISIBLE_DEVICES: {value: "0", public: true}}   # placeholders allowed;
+                                           # values are secrets (redacted outside the host) unless public
     max_failed_requests: 1%                # serving parsers: more failed requests make the case an error
     parser: sglang-one-batch               # or {name: regex, pattern: 'tput: (?P<tput>[\\d.]+)'}
     metrics:                               # name -> {path, unit}; engine parsers know their units
@@ -101,6 +102,13 @@ class ParserSpec(BaseModel):
     pattern: str | None = None
 
 
+class EnvSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: str
+    public: bool = False
+
+
 class MetricSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -127,7 +135,7 @@ class SuiteFile(BaseModel):
     timeout_s: float = Field(default=600.0, gt=0)
     repeat: int = Field(default=1, ge=1)
     warmup: int = Field(default=0, ge=0)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str | EnvSpec] = Field(default_factory=dict)
     parser: ParserSpec
     metrics: dict[str, MetricSpec | None] = Field(default_factory=dict)
     references: dict[str, dict[str, str]] = Field(default_factory=dict)
@@ -222,7 +230,9 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
     known = {p.name for p in params} | set(BUILTIN_PLACEHOLDERS)
     for i, item in enumerate(spec.command):
         _check_template(item, known, ("command", i), w)
-    for k, v in spec.env.items():
+    env = {k: v if isinstance(v, str) else v.value for k, v in spec.env.items()}
+    public_env = frozenset(k for k, v in spec.env.items() if isinstance(v, EnvSpec) and v.public)
+    for k, v in env.items():
         _check_template(v, known, ("env", k), w)
     grid = _grid(spec.grid, lists, w) if spec.grid is not None else (("cross", tuple(lists)) if lists else None)
     sweep = spec.sweep
@@ -276,7 +286,8 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
     command = CommandSuite(
         source=w.path,
         argv=tuple(spec.command),
-        env=dict(spec.env),
+        env=env,
+        public_env=public_env,
         timeout_s=spec.timeout_s,
         grid=grid,
         parser=parser.name,

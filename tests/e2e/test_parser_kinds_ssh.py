@@ -6,6 +6,7 @@ the warnings of failed requests."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,18 @@ FAKE = '''\
 #!{python}
 """A stand-in benchmark tool: `fake-tool KIND CASE OUT` prints samples/KIND-CASE.txt (OUT '-': to stdout, else
 into the file OUT, as tools that write a result file do)."""
-import os, sys
+import json, os, sys
 
 here = os.path.dirname(os.path.abspath(__file__))
 kind, case, out = sys.argv[1:4]
+if kind == "env":  # a tool that echoes its secret: in its result, and in its stderr when it fails (case 2)
+    tok = os.environ.get("HF_TOKEN", "")
+    print(json.dumps({{"completed": 10, "failed": 0, "duration": 1.0, "output_throughput": 5.0, "who": tok,
+                      "knob": os.environ.get("PUBLIC_KNOB")}}))
+    if case == "2":
+        sys.stderr.write("401 Unauthorized for token " + tok + "\\n")
+        sys.exit(3)
+    sys.exit(0)
 text = open(os.path.join(here, "samples", kind + "-" + case + ".txt")).read()
 print("[fake] warming up ...", flush=True)
 if out == "-":
@@ -87,7 +96,10 @@ SUITES = {
     "k-sglang": _suite("k-sglang", "sglang", "sglang-serving", [1, 2, 3], "{output}", "max_failed_requests: 2%\n"),
     "k-onebatch": _suite("k-onebatch", "onebatch", "sglang-one-batch", [1], "{output}"),
     "k-latency": _suite("k-latency", "latency", "vllm-latency", [1], "{output}"),
-}
+    "k-secret": _suite("k-secret", "env", "vllm-serve", [1, 2], "-",
+                       'env: {HF_TOKEN: "hf_SECRET_0123456789", PUBLIC_KNOB: {value: "knob-42", public: true}}\n'),
+}  # fmt: skip
+SECRET = "hf_SECRET_0123456789"
 
 
 @pytest.fixture
@@ -128,13 +140,14 @@ def test_every_parser_kind_over_ssh(deployed: tuple[Orch, Path]) -> None:
         "time_us_inplace": 93.15, "algbw_gbps_inplace": 0.04, "busbw_gbps_inplace": 0.09, "max_error_inplace": 1e-06,
     }  # fmt: skip
     assert rows[2].status == "error" and rows[2].error is not None
-    assert "nccl-tests line 5: 13 columns where the column titles on line 3" in rows[2].error
+    # the fake tool prints a log line first: the titles are on the output's line 4, the row on line 6
+    assert "nccl-tests line 6: 13 columns where the column titles on line 4" in rows[2].error
     assert rows[3].status == "error" and rows[3].error is not None
     assert "0 result rows for size_bytes=4096 (sizes in the output: 1048576, 2097152); the command did not " \
         "measure that size" in rows[3].error
     assert rows[4].status == "error" and rows[4].error is not None
     assert "2 result rows for size_bytes=4096 (sizes in the output: 4096, 4096); the output holds 2 separate " \
-        "tables (rows on lines 5, 12)" in rows[4].error and "-b SIZE" not in rows[4].error
+        "tables (rows on lines 6, 13)" in rows[4].error and "-b SIZE" not in rows[4].error
 
     doc, rows = _run(orch, suites, "k-vllm")
     assert doc["status"] == "partial" and doc["hosts"][0]["warnings"] == 1
@@ -161,3 +174,23 @@ def test_every_parser_kind_over_ssh(deployed: tuple[Orch, Path]) -> None:
         doc, rows = _run(orch, suites, suite)
         assert doc["status"] == "completed", doc
         assert rows[1].status == "ok" and metric in rows[1].metrics
+
+
+def test_suite_env_secrets_stay_on_the_host(deployed: tuple[Orch, Path]) -> None:
+    """Issue 11 item 6: the tool gets the secret; the store, runs show (--json), suites show and the API's data
+    carry '***' — also where the tool echoed it — while a value marked public is shown."""
+    orch, suites = deployed
+    doc, rows = _run(orch, suites, "k-secret")
+    assert rows[1].status == "ok" and rows[2].status == "error"
+    assert rows[1].info is not None and '"who": "***"' in rows[1].info["output_tail"]  # it reached the tool
+    assert '"knob": "knob-42"' in rows[1].info["output_tail"]
+    assert "401 Unauthorized for token ***" in (rows[2].error or "")
+    dump = "\n".join(sqlite3.connect(orch.db_url.removeprefix("sqlite:///")).iterdump())
+    assert SECRET not in dump and "knob-42" in dump
+    info = Store.from_url(orch.db_url).get_run(doc["run_id"]).host_runs[0].info
+    assert info["spec"]["cases"][0]["env"] == {"HF_TOKEN": "***", "PUBLIC_KNOB": "knob-42"}
+    for argv in (("runs", "show", doc["run_id"]), ("runs", "show", doc["run_id"], "--json"),
+                 ("suites", "show", "k-secret", "--suite-dir", str(suites)), ("runs", "list")):  # fmt: skip
+        res = orch(*argv)
+        assert res.returncode == 0 and SECRET not in res.stdout + res.stderr, argv
+    assert "HF_TOKEN=*** PUBLIC_KNOB=knob-42" in orch("suites", "show", "k-secret", "--suite-dir", str(suites)).stdout
