@@ -18,6 +18,7 @@ if [ "$want_system" = "--system" ]; then
   command -v docker-compose >/dev/null || need+=(docker-compose)
   command -v pgrep >/dev/null || need+=(procps)
   command -v stress-ng >/dev/null || need+=(stress-ng)  # scripts/stress-e2e.sh: the e2e tests with both cores busy
+  [ -x /usr/bin/chromium ] || need+=(chromium)  # the dashboard's browser test (Playwright drives Debian's chromium)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
