@@ -111,7 +111,12 @@ def run(
     if json_out:
         from orchestrator.rundoc import run_document
 
-        render.print_json({**run_document(store.get_run(outcome.run_id), page.items), "status": outcome.status})
+        doc = run_document(store.get_run(outcome.run_id), page.items)
+        live = {h.host: h for h in outcome.hosts}  # this invocation's verdict per host wins over the stored one
+        for h in doc["hosts"]:
+            if (o := live.get(h["host"])) is not None:
+                h.update(status=o.status, error=o.error or h["error"], hint=o.hint)
+        render.print_json({**doc, "status": outcome.status})
     else:
         render.run_outcome(outcome, store.get_run(outcome.run_id), page.items)
     raise typer.Exit(0 if outcome.status == "completed" else 1)

@@ -159,7 +159,7 @@ def test_every_parser_kind_over_ssh(deployed: tuple[Orch, Path]) -> None:
     vllm_run = doc["run_id"]
     shown = orch("runs", "show", vllm_run)
     assert shown.returncode == 0, shown.stderr
-    assert "warning: gpu-b size_bytes=4096 case=2: 5 of 1000 requests failed (0.5%)" in shown.stdout, shown.stdout
+    assert "warning: gpu-b case=2 size_bytes=4096: 5 of 1000 requests failed (0.5%)" in shown.stdout, shown.stdout
     cmp = orch("runs", "compare", vllm_run, vllm_run, "--metric", "p99_ttft_ms")
     assert cmp.returncode == 0, cmp.stderr
     assert "(failed requests)" in cmp.stdout and "base: 5 failed requests; head: 5 failed requests" in cmp.stdout
