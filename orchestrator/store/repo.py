@@ -1073,8 +1073,8 @@ def _with_warnings(cmp: Comparison, rows: Sequence[Any]) -> Comparison:
         return cmp
     failed: dict[tuple[str, str | None, str], float] = defaultdict(float)
     for run_id, host, key, n in rows:
-        side = "base" if run_id == cmp.base else "head"
-        failed[(side, host if cmp.paired_on == "host+case" else None, key)] += float(n)
+        for side in [s for s, rid in (("base", cmp.base), ("head", cmp.head)) if rid == run_id]:  # both: a self-compare
+            failed[(side, host if cmp.paired_on == "host+case" else None, key)] += float(n)
     cases = []
     for c in cmp.cases:
         notes = [
