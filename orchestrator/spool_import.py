@@ -26,6 +26,7 @@ from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu
 from orchestrator.store.repo import RUN_ID_RE, Store
 from orchestrator.suites.command import command_result
 from orchestrator.suites.registry import Registry, get_suite
+from orchestrator.suites.secrets import scrub_event, secret_values
 from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
 
 
@@ -119,8 +120,9 @@ def import_spool(
     gpu = gpu_spec_for(host_obj, summary, device)
 
     def enrich(ev: Event) -> Event:
-        if suite_def.command is not None:
-            ev = command_result(suite_def.command, ev, host_obj.group)
+        if suite_def.command is not None:  # the case's secret env values stay in the host's spool (secrets.py)
+            secrets = secret_values({"cases": [ev.case or {}]}, suite_def.command.public_env)
+            ev = scrub_event(command_result(suite_def.command, ev, host_obj.group), secrets)
         return enrich_event(suite, ev, gpu)
 
     last = store.last_seq(run_id, name)
