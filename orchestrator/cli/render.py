@@ -50,10 +50,25 @@ def visible(text: str, *, lines: bool = False) -> str:
     return pattern.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
 
 
+# rich.markup's tag pattern, and a backslash run before any other "[" (rich's renderer turns "\\[" outside a tag
+# into "[", so such a run needs one more backslash to show as given; rich's own escape() covers only tags)
+_MARKUP_ESCAPE = re.compile(r"(\\*)(\[[a-z#/@][^[]*?])|(\\+)(?=\[)")
+
+
+def _markup_escape(text: str) -> str:
+    def sub(m: re.Match[str]) -> str:
+        if m.group(2) is not None:
+            return m.group(1) * 2 + "\\" + m.group(2)
+        return m.group(3) + "\\"
+
+    text = _MARKUP_ESCAPE.sub(sub, text)
+    return text + "\\" if text.endswith("\\") and not text.endswith("\\\\") else text
+
+
 def safe(value: object, *, lines: bool = False) -> str:
     """Any string from a host, a tool, a user or the database, ready to go into rich markup: shown as given
     (brackets are not markup, emoji codes stay text, control characters are escapes, see :func:`visible`)."""
-    return escape(visible(str(value), lines=lines))
+    return _markup_escape(visible(str(value), lines=lines))
 
 
 def error(exc: OrchError) -> None:
