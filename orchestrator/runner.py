@@ -450,10 +450,11 @@ class _HostRun:
         rows), record the verdict and the analysis, and return the outcome with the store's counts."""
         name, w = self.host.name, self.r.writer
         info: dict[str, Any] = {"reconnects": self.reconnects}
-        if self.r.req.suite == "moe-sweep":  # from every stored result of the host, also those before a resume
-            page = await w.call(self.r.store.results, self.r.run_id, host=name, status="ok", limit=100_000)
-            points = moe_points((r.case, r.metrics) for r in page.items)
-            info["plateau"] = sweep_plateau(points).to_dict() if points else None
+        # any sweep over M with time_ms, from every stored result of the host (also those before a resume)
+        page = await w.call(self.r.store.results, self.r.run_id, host=name, status="ok", limit=100_000)
+        points = moe_points((r.case, r.metrics) for r in page.items)
+        if points:
+            info["plateau"] = sweep_plateau(points).to_dict()
         await w.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
         verdict, results, errors = await self.r.stored_verdict(name)
         await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error)

@@ -46,7 +46,8 @@ def test_the_stored_plateau_is_where_the_measured_times_flatten(
     ]  # fmt: skip
     hr = store.get_run(doc["run_id"]).host_run("gpu-a")
     assert hr is not None
-    assert hr.info["plateau"] == {"m": 8, "metric": "time_ms", "tol": 0.10}
+    assert hr.info["plateau"] == {"plateau_from_m": 8, "compute_bound_from_m": None, "level_ms": 8.0,
+                                  "metric": "time_ms", "tol": 0.10, "reason": None}  # fmt: skip
     assert (hr.info["reconnects"], hr.info["preset"], hr.info["gpu_spec"]) == (0, None, None)
     assert [c["M"] for c in hr.info["spec"]["cases"]] == [1, 2, 4, 8, 16, 32, 64]
     store.close()
