@@ -313,7 +313,9 @@ repeat: 1
     assert h["status"] == "failed"
     assert f"cannot write {spool}: No space left on device (ENOSPC)" in h["error"], h["error"]
     docs = _spool(spool)  # whole lines only: the failed line was taken back
-    assert docs[-1]["type"] != "done" and len(docs) < 200
+    assert len(docs) < 200
+    if docs[-1]["type"] == "done":  # the short done line may still fit where the lost line did not: it says why
+        assert docs[-1]["status"] == "failed" and "No space left on device (ENOSPC)" in docs[-1]["reason"]
     human = orch("run", "filler", "--hosts", "gpu-a", "--suite-dir", str(suites), "--set", "n=1")
     assert "No space left on device" in human.stdout + human.stderr
     assert "memory and dmesg" not in human.stdout + human.stderr
