@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orchestrator.analysis.plateau import moe_points, sweep_plateau
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch
+from tests.plugins.timing import scaled, wait_for
 
 pytestmark = [pytest.mark.sshd, pytest.mark.torch]
 
@@ -53,8 +56,8 @@ def test_deploy_build_content_addressed_and_switched(two_hosts: tuple[Orch, list
     assert again["build"] == "present" and again["uploaded_bytes"] == 0 and again["build_sha"] == sha
 
 
-def test_moe_sweep_tiny_on_two_hosts_lands_in_store(two_hosts: tuple[Orch, list[Any]]) -> None:
-    orch, _ = two_hosts
+def test_moe_sweep_tiny_on_two_hosts_lands_in_store(two_hosts_any_db: tuple[Orch, list[Any]]) -> None:
+    orch, _ = two_hosts_any_db
     doc = orch.json("run", "moe-sweep", "--hosts", "ct200,b300", "--preset", "tiny", "--repeat", "3")
     assert doc["status"] == "completed", doc
     assert sorted((h["host"], h["status"], h["results"]) for h in doc["hosts"]) == [
@@ -73,23 +76,32 @@ def test_moe_sweep_tiny_on_two_hosts_lands_in_store(two_hosts: tuple[Orch, list[
     assert first.metrics["distinct_experts"]["value"] == 5
     assert first.metrics["weight_bytes"]["value"] == 5 * 3 * 256 * 128 * 4
     assert len(first.metrics["time_ms"]["samples"]) == 3
+    # The runner's analysis and what it recorded at start, kept side by side in each host run's info (issue 19:
+    # the stored plateau was never read by a test; a overwrite of info would lose the spec).
+    detail = store.get_run(doc["run_id"])
+    for host in ("gpu-a", "gpu-b"):
+        hr = detail.host_run(host)
+        assert hr is not None
+        points = moe_points((r.case, r.metrics) for r in page.items if r.host == host)
+        assert hr.info["plateau"] == sweep_plateau(points).to_dict()
+        assert (hr.info["preset"], hr.info["gpu_spec"], hr.info["reconnects"]) == ("tiny", None, 0)
+        assert hr.info["spec"]["bench"] == "moe_gemm" and [c["M"] for c in hr.info["spec"]["cases"]] == ms
+        assert (hr.results, hr.errors, hr.status) == (7, 0, "completed")
+    store.close()
 
 
 def test_killing_the_ssh_session_mid_run_loses_nothing(two_hosts: tuple[Orch, list[Any]]) -> None:
     orch, hosts = two_hosts
-    proc = orch.popen("run", "moe-sweep", "--hosts", "gpu-a", "--preset", "tiny", "--repeat", "300", "--json")
+    proc = orch.popen("run", "moe-sweep", "--hosts", "gpu-a", "--preset", "tiny", *FEW_CASES, "--json",
+                      "--timeout", str(scaled(30)))  # fmt: skip
     store = Store.from_url(orch.db_url)
-    deadline = time.monotonic() + 120
-    killed = False
-    while time.monotonic() < deadline and proc.poll() is None:
-        runs = store.list_runs(limit=1).items if _has_runs(store) else []
-        if runs and runs[0].results >= 1:
-            hosts[0].kill_sessions()  # sshd's per-connection processes die: the SSH session drops
-            killed = True
-            break
-        time.sleep(0.2)
-    assert killed, "the run produced no result to interrupt"
-    out, err = proc.communicate(timeout=240)
+    try:
+        wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=180, what="a first result")
+        assert proc.poll() is None, "the run ended before it could be interrupted"
+        hosts[0].kill_sessions()  # sshd's per-connection processes die: the SSH session drops
+        out, err = proc.communicate(timeout=scaled(240))
+    finally:
+        _stop(proc)
     assert proc.returncode == 0, err[-3000:]
     doc = json.loads(out)
     assert doc["status"] == "completed"
@@ -97,7 +109,7 @@ def test_killing_the_ssh_session_mid_run_loses_nothing(two_hosts: tuple[Orch, li
     assert host_run is not None and host_run.info["reconnects"] >= 1
     page = store.results(doc["run_id"], limit=100)
     ms = sorted(r.case["M"] for r in page.items)
-    assert ms == [1, 2, 4, 8, 16, 32, 64]  # every case exactly once
+    assert ms == list(range(1, 41))  # every case exactly once
 
 
 def _has_runs(store: Store) -> bool:
@@ -107,32 +119,94 @@ def _has_runs(store: Store) -> bool:
         return False
 
 
+def _first_result(store: Store) -> str | None:
+    """The id of the newest run once it has a stored result, else None."""
+    if not _has_runs(store):
+        return None
+    r = store.list_runs(limit=1).items[0]
+    return r.id if r.results >= 1 else None
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """Do not leave an orch process behind a failed assertion."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
+# A run that is still going long after its first result, however busy the machine: many short cases (a first
+# result within seconds) rather than a few long ones (--repeat 2000 kept the first result back for minutes at
+# load 20, and the Ctrl-C test timed out waiting for it).
+MANY_CASES = ("--set", "M=" + ",".join(str(m) for m in range(1, 401)), "--repeat", "10")
+FEW_CASES = ("--set", "M=" + ",".join(str(m) for m in range(1, 41)), "--repeat", "10")
+
+
+def _kill_agents(run_id: str) -> None:
+    """Leave no agent worker behind a failed test (they run detached, outside the test's process tree)."""
+    for line in _agent_procs(run_id):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+def _start_and_wait_for_a_result(orch: Orch, store: Store, *args: str) -> tuple[subprocess.Popen[str], str]:
+    proc = orch.popen("run", "moe-sweep", "--preset", "tiny", "--timeout", str(scaled(30)), *MANY_CASES, *args)
+    try:
+        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=180,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+    except BaseException:
+        _stop(proc)
+        raise
+    assert isinstance(run_id, str)
+    return proc, run_id
+
+
 def test_ctrl_c_stops_remote_agents_and_marks_cancelled(two_hosts: tuple[Orch, list[Any]]) -> None:
     orch, hosts = two_hosts
-    proc = orch.popen("run", "moe-sweep", "--hosts", "ct200,b300", "--preset", "tiny", "--repeat", "2000")
     store = Store.from_url(orch.db_url)
-    deadline = time.monotonic() + 120
-    run_id = None
-    while time.monotonic() < deadline:
-        if _has_runs(store):
-            r = store.list_runs(limit=1).items[0]
-            if r.results >= 1:
-                run_id = r.id
-                break
-        time.sleep(0.2)
-    assert run_id, "no result arrived"
-    assert _agent_procs(run_id), "agent workers should be running"
-    proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=120)
-    assert proc.returncode != 0
-    for _ in range(50):
-        if not _agent_procs(run_id):
-            break
-        time.sleep(0.2)
-    assert _agent_procs(run_id) == []
+    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "ct200,b300")
+    try:
+        wait_for(lambda: len(_agent_procs(run_id)) >= 2, timeout_s=60, what="an agent worker on each host")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=scaled(180))
+    finally:
+        _stop(proc)
+    assert proc.returncode == 130, err[-3000:]  # 128 + SIGINT, as a shell reports an interrupted command
+    try:
+        wait_for(lambda: not _agent_procs(run_id), timeout_s=60, what="the remote agents to stop")
+    finally:
+        _kill_agents(run_id)
     detail = store.get_run(run_id)
     assert detail.status == "cancelled"
+    assert [(h.host, h.status) for h in detail.host_runs] == [("gpu-a", "cancelled"), ("gpu-b", "cancelled")]
     assert detail.results >= 1  # what was ingested is kept
+    assert detail.results == store.results(run_id, limit=1).total
+
+
+def test_orch_cancel_stops_the_agents_of_a_run_whose_orch_died(two_hosts: tuple[Orch, list[Any]]) -> None:
+    """Issue 19: `orch cancel RUN_ID` (another process than the one that started the run) was never tested."""
+    orch, hosts = two_hosts
+    store = Store.from_url(orch.db_url)
+    proc, run_id = _start_and_wait_for_a_result(orch, store, "--hosts", "ct200,b300")
+    wait_for(lambda: len(_agent_procs(run_id)) >= 2, timeout_s=60, what="an agent worker on each host")
+    proc.kill()  # orch dies without a word; the agents run on, detached, on their hosts
+    proc.communicate()
+    assert len(_agent_procs(run_id)) >= 2
+    assert store.get_run(run_id).status == "running"
+
+    doc = orch.json("cancel", run_id, timeout=scaled(240))
+    assert doc["run_id"] == run_id and doc["status"] == "cancelled"
+    assert sorted((h["host"], h["status"]) for h in doc["hosts"]) == [("gpu-a", "cancelled"), ("gpu-b", "cancelled")]
+    try:
+        wait_for(lambda: not _agent_procs(run_id), timeout_s=60, what="the remote agents to stop")
+    finally:
+        _kill_agents(run_id)
+    detail = store.get_run(run_id)
+    assert detail.status == "cancelled" and [h.status for h in detail.host_runs] == ["cancelled", "cancelled"]
+    assert detail.results >= 1
+    again = orch("cancel", run_id)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert f"run {run_id} already finished (cancelled); there is nothing to cancel" in again.stderr
 
 
 def test_host_without_torch_fails_with_the_python_key_while_others_finish(

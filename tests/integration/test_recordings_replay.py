@@ -14,7 +14,7 @@ import pytest
 
 from orchestrator import doctor
 from orchestrator.analysis.gpus import match_gpu
-from orchestrator.analysis.plateau import plateau_start
+from orchestrator.analysis.plateau import moe_points, sweep_plateau
 from orchestrator.facts import host_facts_summary
 from orchestrator.inventory import Host
 from orchestrator.protocol import parse_line
@@ -91,8 +91,9 @@ def test_h200x2_single_gpu_moe_sweep_replay(store: Store) -> None:
         assert metrics["gbps"]["value"] == pytest.approx(gbps, abs=1), m
         assert metrics["pct_peak"]["value"] == pytest.approx(100 * metrics["gbps"]["value"] / 4800, rel=1e-6), m
     assert rows[1].metrics["distinct_experts"]["value"] == 9 and rows[4096].metrics["distinct_experts"]["value"] == 385
-    points = [(m, r.metrics["time_ms"]["value"]) for m, r in rows.items()]
-    assert plateau_start(points) == 2048  # within 10% of 12.29 ms from M=2048 (11.31 ms); M=1024 is 12.7% below
+    # issue 11's definitions: flat from where every expert is streamed once, compute-bound where it leaves that level
+    plateau = sweep_plateau(moe_points((r.case, r.metrics) for r in rows.values()))
+    assert plateau.plateau_from_m in (128, 256) and plateau.compute_bound_from_m in (2048, 4096), plateau
 
 
 def _doctor_check(name: str) -> dict[str, Any]:
