@@ -13,7 +13,8 @@ finished with some failed cases. ``plateau`` (moe-sweep only) is :meth:`analysis
 computed from the host's stored results, so an imported or resumed run gets the same figures; its
 ``plateau_from_m`` / ``compute_bound_from_m`` are repeated on the host entry. ``orch runs show --json`` adds
 ``"run"`` (the stored run with its host runs) and ``"results"`` (every result row, a list); ``orch run --json``
-adds each host's ``"hint"`` (what to do about its error, or null) and takes the status it just saw.
+adds each host's ``"hint"`` (what to do about its error, or null) and ``"state_dir"`` (where the host keeps the run:
+spool, spec, outputs) and takes the status it just saw.
 """
 
 from __future__ import annotations

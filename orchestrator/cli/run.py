@@ -72,7 +72,7 @@ def run(
     ] = None,
     telemetry_ms: Annotated[
         int,
-        typer.Option("--telemetry-ms", min=0, help="GPU telemetry interval per case, ms; 0 = off; default 100."),
+        typer.Option("--telemetry-ms", min=0, help="GPU telemetry interval per case, ms; 0 = off."),
     ] = 100,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
@@ -115,7 +115,7 @@ def run(
         live = {h.host: h for h in outcome.hosts}  # this invocation's verdict per host wins over the stored one
         for h in doc["hosts"]:
             if (o := live.get(h["host"])) is not None:
-                h.update(status=o.status, error=o.error or h["error"], hint=o.hint)
+                h.update(status=o.status, error=o.error or h["error"], hint=o.hint, state_dir=o.state_dir)
         render.print_json({**doc, "status": outcome.status})
     else:
         render.run_outcome(outcome, store.get_run(outcome.run_id), page.items)
