@@ -40,7 +40,7 @@ import shlex
 import socket
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -590,10 +590,16 @@ class SshTransport:
             ) from None
 
     async def close(self) -> None:
-        for conn in [self._conn, *reversed(self._tunnels)]:
-            conn.close()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(conn.wait_closed(), 5)
+        await _close_all([self._conn, *reversed(self._tunnels)])
+
+
+async def _close_all(conns: Iterable[asyncssh.SSHClientConnection]) -> None:
+    """Close each connection and wait (5 s at most each) until it is closed: a ProxyCommand's process is reaped
+    then, instead of being left to the garbage collector ("subprocess ... is still running")."""
+    for conn in conns:
+        conn.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(conn.wait_closed(), 5)
 
 
 async def _read_all(stream: Any) -> str:
@@ -629,8 +635,7 @@ async def connect(
     try:
         conn = await _open(settings, resolver, dl, trace, retries, chain, depth=0)
     except BaseException:
-        for c in reversed(chain):
-            c.close()
+        await _close_all(reversed(chain))
         raise
     finally:
         _attach_hops(trace)
@@ -969,8 +974,7 @@ async def fetch_offered_key(
             host.name, "handshake", f"cannot fetch the host key from {s.hostname}:{s.port}: {exc}"
         ) from None
     finally:
-        for c in reversed(chain):
-            c.close()
+        await _close_all(reversed(chain))
     if key is None:
         raise ConnectError(host.name, "handshake", "the server offered no host key")
     return bytes(key.public_data), s, resolver
