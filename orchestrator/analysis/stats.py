@@ -1,0 +1,209 @@
+"""Regressions called with statistics: rank test, bootstrap interval of the ratio of medians, FDR control — pure.
+
+For one case (one host, one parameter set, one metric) the raw samples of a base run and a head run are compared:
+
+* ``p_value``: two-sided Mann–Whitney U test of the two samples (``scipy.stats.mannwhitneyu``; exact for small
+  samples without ties, else the normal approximation with tie correction). Source: Mann & Whitney (1947),
+  SciPy's documentation.
+* ``ci_low``..``ci_high``: a ``confidence`` (default 95%) bootstrap percentile interval of
+  ``median(head) / median(base)`` (``scipy.stats.bootstrap``, the two samples resampled independently,
+  ``n_resamples`` draws from a generator seeded with ``seed``: the same samples always give the same interval).
+  Source: Efron & Tibshirani, *An Introduction to the Bootstrap* (1993), ch. 13.
+* ``q_value``: the Benjamini–Hochberg adjusted p-value over every case of one comparison
+  (``scipy.stats.false_discovery_control``), so that among the cases called, the expected share of false calls
+  stays at or below ``alpha`` (default 0.05). Source: Benjamini & Hochberg (1995), J. R. Stat. Soc. B 57.
+* ``band``: the noise band, a relative half-width: a change of the ratio within ``[1 - band, 1 + band]`` is
+  what identical runs produce (``noise_band``; from an A/A calibration when one is stored, else from the
+  within-run samples alone).
+
+The call (``call_case``): ``slower``/``faster`` only when ``q_value <= alpha`` **and** the whole interval lies
+outside the band on one side; otherwise ``within noise``. Direction: for lower-is-better metrics (times) a ratio
+above the band is ``slower``; for higher-is-better metrics (GB/s, tokens/s) a ratio below it is ``slower``.
+``n/a`` when a side has fewer than ``MIN_SAMPLES`` samples, a median is not positive, or the metric's direction
+is unknown.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any, Literal
+
+import numpy as np
+
+Call = Literal["slower", "faster", "within noise", "n/a"]
+BandSource = Literal["calibration", "within-run"]
+
+ALPHA = 0.05  # false discovery rate across one comparison's cases (Benjamini & Hochberg 1995)
+CONFIDENCE = 0.95  # bootstrap interval level
+N_RESAMPLES = 2000  # bootstrap draws; the interval's ends move by < 0.5% of the ratio between seeds at n >= 10
+SEED = 0  # bootstrap generator seed: reruns of a comparison give identical intervals
+MIN_SAMPLES = 3  # fewer samples per side: no test (Mann-Whitney's smallest two-sided p at 3 vs 3 is 0.1)
+WITHIN_RUN_QUANTILES = (0.10, 0.90)  # the within-run spread: half the p10-p90 width relative to the median
+
+
+@dataclass(frozen=True)
+class CaseStats:
+    """The statistics of one case. ``ratio`` = median(head) / median(base); ``ci_low``/``ci_high`` its
+    bootstrap interval; ``p_value`` Mann–Whitney U (two-sided); ``q_value`` the BH-adjusted p-value (None until
+    ``call_cases`` adjusts a whole comparison); ``band`` the relative noise half-width and ``band_source`` where
+    it came from; ``call`` the verdict; ``n_base``/``n_head`` the sample counts."""
+
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    q_value: float | None
+    band: float
+    band_source: BandSource
+    call: Call
+    n_base: int
+    n_head: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _clean(xs: Sequence[float] | None) -> np.ndarray[Any, np.dtype[np.float64]]:
+    arr = np.asarray([x for x in (xs or ()) if isinstance(x, (int, float)) and not isinstance(x, bool)], dtype=float)
+    out: np.ndarray[Any, np.dtype[np.float64]] = arr[np.isfinite(arr)]
+    return out
+
+
+def within_run_spread(samples: Sequence[float]) -> float | None:
+    """Half the p10–p90 width of ``samples`` relative to their median (0.0128 for normal samples with a 1%
+    standard deviation); None with fewer than ``MIN_SAMPLES`` finite samples or a median <= 0."""
+    x = _clean(samples)
+    if x.size < MIN_SAMPLES:
+        return None
+    med = float(np.median(x))
+    if med <= 0:
+        return None
+    lo, hi = np.quantile(x, WITHIN_RUN_QUANTILES)
+    return float(hi - lo) / 2.0 / med
+
+
+def noise_band(
+    base: Sequence[float], head: Sequence[float], calibrated: float | None = None
+) -> tuple[float, BandSource]:
+    """The relative noise half-width for one case and where it came from.
+
+    Within-run: the larger of the two sides' ``within_run_spread`` (0.0 when neither has enough samples).
+    With ``calibrated`` (the stored A/A run-to-run spread of this host and case, see ``aa_spread``): the larger
+    of that and the within-run figure, source ``calibration`` — identical runs differ at least as much as the
+    samples within one run scatter."""
+    spreads = [s for s in (within_run_spread(base), within_run_spread(head)) if s is not None]
+    within = max(spreads) if spreads else 0.0
+    if calibrated is not None and math.isfinite(calibrated):
+        return max(float(calibrated), within), "calibration"
+    return within, "within-run"
+
+
+def aa_spread(medians: Sequence[float]) -> float | None:
+    """Run-to-run spread of identical (A/A) runs of one case: the largest ``|m_i / m_j - 1|`` over every pair of
+    the runs' medians (i != j). With 3 runs (``orch calibrate``'s default) that is the widest of 3 ratios. None
+    with fewer than 2 positive medians."""
+    m = [float(x) for x in medians if isinstance(x, (int, float)) and math.isfinite(x) and x > 0]
+    if len(m) < 2:
+        return None
+    return max(hi / lo - 1.0 for hi in m for lo in m if hi >= lo)
+
+
+def _ratio_of_medians(b: Any, h: Any, axis: int = -1) -> Any:
+    return np.median(h, axis=axis) / np.median(b, axis=axis)
+
+
+def compare_samples(
+    base: Sequence[float],
+    head: Sequence[float],
+    *,
+    band: float = 0.0,
+    band_source: BandSource = "within-run",
+    direction: Literal["lower", "higher"] | None = "lower",
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> CaseStats:
+    """Statistics of one case from its raw samples (any unit, both sides the same). The call uses the p-value
+    alone (no multiple-comparison adjustment); ``call_cases`` adjusts a whole comparison. Raises ValueError for
+    ``confidence`` outside (0, 1) or a negative ``band``."""
+    from scipy import stats
+
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if band < 0:
+        raise ValueError(f"band must be >= 0, got {band}")
+    b, h = _clean(base), _clean(head)
+    na = CaseStats(None, None, None, None, None, band, band_source, "n/a", int(b.size), int(h.size))
+    if b.size < MIN_SAMPLES or h.size < MIN_SAMPLES:
+        return na
+    mb, mh = float(np.median(b)), float(np.median(h))
+    if mb <= 0 or mh <= 0:
+        return na
+    ratio = mh / mb
+    with warnings.catch_warnings():
+        # identical samples on both sides: SciPy warns that the test and the interval are degenerate
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if np.ptp(np.concatenate([b, h])) == 0:
+            p = 1.0
+        else:
+            p = float(stats.mannwhitneyu(h, b, alternative="two-sided").pvalue)
+        if np.ptp(b) == 0 and np.ptp(h) == 0:
+            lo = hi = ratio
+        else:
+            res = stats.bootstrap(
+                (b, h),
+                _ratio_of_medians,
+                vectorized=True,
+                paired=False,
+                n_resamples=n_resamples,
+                confidence_level=confidence,
+                method="percentile",
+                rng=np.random.default_rng(seed),
+            )
+            lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo = hi = ratio
+    st = CaseStats(ratio, lo, hi, p, None, band, band_source, "n/a", int(b.size), int(h.size))
+    return replace(st, call=call_case(st, direction, p, ALPHA))
+
+
+def call_case(st: CaseStats, direction: Literal["lower", "higher"] | None, p: float | None, alpha: float) -> Call:
+    """``slower``/``faster`` when ``p <= alpha`` and the interval ``[ci_low, ci_high]`` lies wholly outside
+    ``[1 - band, 1 + band]`` (see the module docstring for the direction), else ``within noise``; ``n/a``
+    without an interval, a p-value or a direction."""
+    if st.ci_low is None or st.ci_high is None or p is None or direction is None:
+        return "n/a"
+    if p > alpha:
+        return "within noise"
+    if st.ci_low > 1.0 + st.band:
+        return "slower" if direction == "lower" else "faster"
+    if st.ci_high < 1.0 - st.band:
+        return "faster" if direction == "lower" else "slower"
+    return "within noise"
+
+
+def bh_adjust(p_values: Sequence[float]) -> list[float]:
+    """Benjamini–Hochberg adjusted p-values (``scipy.stats.false_discovery_control``, method ``bh``), in the
+    given order; ``[]`` for no input."""
+    if not p_values:
+        return []
+    from scipy import stats
+
+    return [float(q) for q in stats.false_discovery_control(np.asarray(p_values, dtype=float), method="bh")]
+
+
+def call_cases(
+    cases: Sequence[CaseStats], direction: Literal["lower", "higher"] | None, alpha: float = ALPHA
+) -> list[CaseStats]:
+    """The cases of one comparison with ``q_value`` (BH over the cases that have a p-value) and ``call``
+    recomputed from it: the expected share of false ``slower``/``faster`` calls stays <= ``alpha``."""
+    tested = [i for i, c in enumerate(cases) if c.p_value is not None]
+    qs = bh_adjust([cases[i].p_value for i in tested])  # type: ignore[misc]
+    out = list(cases)
+    for i, q in zip(tested, qs, strict=True):
+        c = replace(out[i], q_value=q)
+        out[i] = replace(c, call=call_case(c, direction, q, alpha))
+    return out

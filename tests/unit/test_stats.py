@@ -1,0 +1,133 @@
+"""analysis.stats on synthetic samples of known distributions (normal, seeded)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from orchestrator.analysis import stats
+
+
+def _normal(rng: np.random.Generator, center: float, rel_sd: float, n: int) -> list[float]:
+    return list(rng.normal(center, center * rel_sd, n))
+
+
+def _case(base: list[float], head: list[float], direction: str | None = "lower") -> stats.CaseStats:
+    band, source = stats.noise_band(base, head)
+    return stats.compare_samples(base, head, band=band, band_source=source, direction=direction)  # type: ignore[arg-type]
+
+
+def test_five_percent_shift_with_one_percent_noise_is_called_slower() -> None:
+    rng = np.random.default_rng(1)
+    called = 0
+    for _ in range(20):
+        st = _case(_normal(rng, 1.0, 0.01, 20), _normal(rng, 1.05, 0.01, 20))
+        assert st.ratio == pytest.approx(1.05, abs=0.01)
+        assert st.ci_low is not None and st.ci_high is not None and st.ci_low < st.ratio < st.ci_high
+        called += st.call == "slower"
+    assert called == 20
+
+
+def test_direction_decides_slower_or_faster() -> None:
+    rng = np.random.default_rng(2)
+    base, head = _normal(rng, 100.0, 0.01, 20), _normal(rng, 95.0, 0.01, 20)  # head 5% lower
+    assert _case(base, head, "lower").call == "faster"  # a time went down
+    assert _case(base, head, "higher").call == "slower"  # a bandwidth went down
+    assert _case(base, head, None).call == "n/a"
+
+
+def test_aa_false_positive_rate_over_200_pairs_at_most_5_percent() -> None:
+    rng = np.random.default_rng(3)
+    calls = [_case(_normal(rng, 1.0, 0.01, 20), _normal(rng, 1.0, 0.01, 20)).call for _ in range(200)]
+    false = sum(c in ("slower", "faster") for c in calls)
+    assert false / 200 <= 0.05
+    assert calls.count("within noise") == 200 - false
+
+
+def test_aa_with_heavy_tail_is_not_called() -> None:
+    rng = np.random.default_rng(4)
+    calls = []
+    for _ in range(200):
+        base = list(1.0 + rng.exponential(0.02, 20))
+        head = list(1.0 + rng.exponential(0.02, 20))
+        calls.append(_case(base, head).call)
+    assert sum(c != "within noise" for c in calls) / 200 <= 0.05
+
+
+def test_bh_over_100_null_cases_controls_false_discoveries() -> None:
+    rng = np.random.default_rng(5)
+    any_false = 0
+    for _ in range(40):
+        p = [float(x) for x in rng.uniform(0, 1, 100)]  # null p-values are uniform
+        q = stats.bh_adjust(p)
+        assert all(qi >= pi for qi, pi in zip(q, p, strict=True))
+        any_false += any(qi <= stats.ALPHA for qi in q)
+    # all hypotheses null: FDR = P(any discovery) <= alpha; 40 families, allow binomial slack
+    assert any_false <= 6
+    # without adjustment, about 5 of every 100 null cases would be called
+    assert sum(pi <= stats.ALPHA for pi in p) >= 1
+
+
+def test_bh_on_null_samples_calls_nothing_and_finds_true_shifts() -> None:
+    rng = np.random.default_rng(6)
+    cases = [_case(_normal(rng, 1.0, 0.01, 20), _normal(rng, 1.0, 0.01, 20)) for _ in range(100)]
+    cases += [_case(_normal(rng, 1.0, 0.01, 20), _normal(rng, 1.08, 0.01, 20)) for _ in range(5)]
+    out = stats.call_cases(cases, "lower")
+    assert all(c.q_value is not None and c.p_value is not None and c.q_value >= c.p_value for c in out)
+    assert [c.call for c in out[100:]] == ["slower"] * 5
+    assert sum(c.call != "within noise" for c in out[:100]) <= 1
+
+
+def test_bh_matches_the_step_up_definition() -> None:
+    p = [0.01, 0.04, 0.03, 0.20]
+    # sorted p: 0.01, 0.03, 0.04, 0.20 -> p*m/rank: 0.04, 0.06, 0.0533, 0.20 -> cumulative min from the top
+    assert stats.bh_adjust(p) == pytest.approx([0.04, 0.0533333, 0.0533333, 0.20])
+    assert stats.bh_adjust([]) == []
+
+
+def test_seeded_bootstrap_is_reproducible() -> None:
+    rng = np.random.default_rng(7)
+    base, head = _normal(rng, 1.0, 0.02, 15), _normal(rng, 1.03, 0.02, 15)
+    assert _case(base, head) == _case(base, head)
+    other = stats.compare_samples(base, head, seed=1)
+    assert (other.ci_low, other.ci_high) != (_case(base, head).ci_low, _case(base, head).ci_high)
+
+
+def test_calibrated_band_wider_than_the_shift_keeps_it_within_noise() -> None:
+    rng = np.random.default_rng(8)
+    base, head = _normal(rng, 1.0, 0.005, 20), _normal(rng, 1.05, 0.005, 20)
+    assert _case(base, head).call == "slower"
+    band, source = stats.noise_band(base, head, calibrated=0.08)  # identical runs moved 8% apart
+    assert (band, source) == (0.08, "calibration")
+    assert stats.compare_samples(base, head, band=band, band_source=source).call == "within noise"
+    # a calibration narrower than the within-run spread does not narrow the band
+    assert stats.noise_band(base, head, calibrated=0.0)[0] == stats.noise_band(base, head)[0] > 0
+
+
+def test_too_few_samples_or_non_positive_medians_are_not_tested() -> None:
+    assert stats.compare_samples([1.0, 1.1], [2.0, 2.1, 2.2]).call == "n/a"
+    st = stats.compare_samples([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    assert (st.call, st.ratio, st.n_base, st.n_head) == ("n/a", None, 3, 3)
+    assert stats.compare_samples([1.0, float("nan"), 1.0], [1.0] * 5).n_base == 2
+
+
+def test_identical_constant_samples_are_within_noise() -> None:
+    st = stats.compare_samples([2.0] * 10, [2.0] * 10)
+    assert (st.ratio, st.ci_low, st.ci_high, st.p_value, st.call) == (1.0, 1.0, 1.0, 1.0, "within noise")
+    moved = stats.compare_samples([2.0] * 10, [3.0] * 10)  # constant on each side, apart: a clear change
+    assert (moved.ratio, moved.ci_low, moved.ci_high, moved.call) == (1.5, 1.5, 1.5, "slower")
+
+
+def test_aa_spread_and_within_run_spread() -> None:
+    assert stats.aa_spread([1.0, 1.02, 0.99]) == pytest.approx(1.02 / 0.99 - 1)
+    assert stats.aa_spread([1.0]) is None
+    assert stats.within_run_spread([1.0, 2.0]) is None
+    rng = np.random.default_rng(9)
+    assert stats.within_run_spread(_normal(rng, 1.0, 0.01, 20_000)) == pytest.approx(0.0128, abs=0.001)
+
+
+def test_bad_arguments_raise() -> None:
+    with pytest.raises(ValueError, match="confidence"):
+        stats.compare_samples([1.0] * 3, [1.0] * 3, confidence=1.0)
+    with pytest.raises(ValueError, match="band"):
+        stats.compare_samples([1.0] * 3, [1.0] * 3, band=-0.1)
