@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import complete, render
+from orchestrator.cli import complete, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.doctor import DoctorOptions, run_doctor_sync
 from orchestrator.fleet import view_of_reports
@@ -24,6 +24,9 @@ def doctor(
         float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login) in s.")
     ] = 10.0,
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, help="Hosts checked at once.")] = 64,
+    show_all: Annotated[
+        bool, typer.Option("--all", help=f"The per-host table also for more than {grouped.FEW_HOSTS} hosts.")
+    ] = False,
 ) -> None:
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
     app = app_context(ctx)
@@ -32,6 +35,9 @@ def doctor(
     view = view_of_reports(report.hosts, {h.name: h.group for h in inv.hosts})
     if json_out:
         render.print_json({**report.to_dict(), "fleet": view.to_dict()})
+    elif grouped.grouped(len(report.hosts), show_all):
+        grouped.doctor_summary(report)
+        grouped.fleet_summary(view, report)
     else:
         render.doctor_table(report)
         if any(g.hosts for g in view.groups):

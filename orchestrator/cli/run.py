@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import complete, render
+from orchestrator.cli import complete, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 
@@ -74,6 +74,9 @@ def run(
         int,
         typer.Option("--telemetry-ms", min=0, help="GPU telemetry interval per case, ms; 0 = off."),
     ] = 100,
+    show_all: Annotated[
+        bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
+    ] = False,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
     from orchestrator.runner import Runner, RunRequest
@@ -117,6 +120,8 @@ def run(
             if (o := live.get(h["host"])) is not None:
                 h.update(status=o.status, error=o.error or h["error"], hint=o.hint, state_dir=o.state_dir)
         render.print_json({**doc, "status": outcome.status})
+    elif grouped.grouped(len(outcome.hosts), show_all):
+        grouped.run_summary(outcome)
     else:
         render.run_outcome(outcome, store.get_run(outcome.run_id), page.items)
     raise typer.Exit(0 if outcome.status == "completed" else 1)
@@ -153,6 +158,9 @@ def deploy(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s.")
     ] = 10.0,
+    show_all: Annotated[
+        bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
+    ] = False,
 ) -> None:
     """Push the agent (and an engine build) to the hosts, content-addressed and verified by sha256."""
     from orchestrator.deploy_service import deploy_hosts
@@ -163,6 +171,8 @@ def deploy(
     )
     if json_out:
         render.print_json(report.to_dict())
+    elif grouped.grouped(len(report.rows), show_all):
+        grouped.deploy_summary(report)
     else:
         render.deploy_table(report)
     raise typer.Exit(0 if report.ok else 1)

@@ -1,0 +1,98 @@
+"""Grouped output at fleet size, through the real CLI against real sshd: 50 hosts (one sshd listening on 35
+loopback addresses, 15 more addresses with nothing listening) with three kinds of failure."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Orch
+from tests.plugins.sshd import SshdBed
+from tests.plugins.sshfleet import loopback_addresses, start_fleet_sshd
+
+pytestmark = pytest.mark.sshd
+
+OK = [f"n{i:02d}" for i in range(1, 6)]
+NO_TORCH = [f"n{i:02d}" for i in range(6, 21)] + ["rack1-gpu1", "rack1-gpu2", "rack2-gpu1", "rack2-gpu2", "login"]
+UNKNOWN_KEY = [f"b300-{i}" for i in range(15)]
+REFUSED = [f"gpu-{c}" for c in "abcdefghij"]
+
+
+def _fleet(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, Path, dict[str, str], int, str]:
+    bare = tmp_path / "bare-venv"  # a Python without torch: the python check fails as on a fleet's wrong venv
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    names = OK + NO_TORCH + UNKNOWN_KEY + REFUSED
+    addrs = dict(zip(names, loopback_addresses(len(names), second_octet=23, start=1), strict=True))
+    listening = [addrs[n] for n in OK + NO_TORCH + UNKNOWN_KEY]
+    sshd = start_fleet_sshd(sshd_bed, "fleet", listening, trusted=[addrs[n] for n in OK + NO_TORCH])[0]
+    fp = subprocess.run(
+        ["ssh-keygen", "-l", "-E", "sha256", "-f", str(sshd.host_keys["ed25519"]) + ".pub"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()[1]  # fmt: skip
+    lines = [f"defaults: {{python: {sys.executable}}}", "groups:", "  fleet:", "    hosts:"]
+    for n in names:
+        py = f", python: {bare / 'bin' / 'python'}" if n in NO_TORCH else ""
+        lines.append(f"      {n}: {{address: {addrs[n]}, port: {sshd.port}{py}}}")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("\n".join(lines) + "\n")
+    return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path), bare, addrs, sshd.port, fp
+
+
+def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    orch, bare, addrs, port, fp = _fleet(sshd_bed, tmp_path)
+    res = orch("doctor", "--timeout", "30", timeout=600)
+    assert res.returncode == 1, res.stderr
+    py = bare / "bin" / "python"
+    ver = sys.version.split()[0]
+    import torch
+
+    assert res.stdout == (
+        "orch doctor: 50 hosts, 5 passed, 45 failed\n"
+        "FAIL python on 20 hosts: login,n[06-20],rack[1-2]-gpu[1-2]\n"
+        f"    Python {ver} at {py}: No module named 'torch'\n"
+        f"    hint: `{py}` cannot import torch; set `python:` in the inventory for this host to the interpreter that "
+        "has torch (e.g. python: /opt/torch/.venv/bin/python3)\n"
+        "FAIL hostkey on 15 hosts: b300-[0-14]\n"
+        "    no known_hosts entry for [{address}]:{port}; [{address}]:{port} offered the ssh-ed25519 key "
+        f"{fp}\n"
+        f"    hint: confirm the fingerprint {fp} with the host's administrator, then: orch hosts trust {{host}}\n"
+        "FAIL tcp on 10 hosts: gpu-a,gpu-b,gpu-c,gpu-d,gpu-e,gpu-f,gpu-g,gpu-h,gpu-i,gpu-j\n"
+        "    connection refused on port {port} (nothing listening: sshd down, or wrong port)\n"
+        "    hint: check the port in the inventory / ssh_config and that sshd runs\n"
+        "warn gpus on 25 hosts: login,n[01-20],rack[1-2]-gpu[1-2]\n"
+        "    no GPU: nvidia-smi not found on the host\n"
+        "ok python on 5 hosts: n[01-05]\n"
+        f"    Python {ver}, torch {torch.__version__} (CPU only)\n"
+        "5/50 hosts passed; failed: b300-[0-14],gpu-a,gpu-b,gpu-c,gpu-d,gpu-e,gpu-f,gpu-g,gpu-h,gpu-i,gpu-j,login,"
+        "n[06-20],rack[1-2]-gpu[1-2]\n"
+        f"fleet fleet: torch differs: majority unknown; {torch.__version__} on 5 hosts: n[01-05]\n"
+        "fleet fleet: not compared on 15 hosts: b300-[0-14] (hostkey: no known_hosts entry for [{address}]:{port}; "
+        f"[{{address}}]:{{port}} offered the ssh-ed25519 key {fp})\n"
+        "fleet fleet: not compared on 10 hosts: gpu-a,gpu-b,gpu-c,gpu-d,gpu-e,gpu-f,gpu-g,gpu-h,gpu-i,gpu-j (tcp: "
+        "connection refused on port {port} (nothing listening: sshd down, or wrong port))\n"
+    )
+    assert len(res.stdout.splitlines()) == 18  # the per-host table (50 rows and a note per failure) is not there
+
+    # --json: every host, every check, each message with the host's own address and port (nothing grouped)
+    doc = orch.json("doctor", "--timeout", "30", expect_rc=1, timeout=600)
+    assert [h["host"] for h in doc["hosts"]] == OK + NO_TORCH + UNKNOWN_KEY + REFUSED
+    from orchestrator.doctor import CHECK_NAMES
+
+    by_host = {h["host"]: h for h in doc["hosts"]}
+    for h in doc["hosts"]:
+        assert [c["name"] for c in h["checks"]] == list(CHECK_NAMES)
+        assert (h["address"], h["port"], h["ok"]) == (addrs[h["host"]], port, h["host"] in OK)
+    hk = {c["name"]: c for c in by_host["b300-7"]["checks"]}["hostkey"]
+    assert hk["status"] == "fail" and f"[{addrs['b300-7']}]:{port}" in hk["detail"] and hk["verdict"] == "unknown"
+    tcp = {c["name"]: c for c in by_host["gpu-c"]["checks"]}["tcp"]
+    assert tcp["status"] == "fail" and f"port {port}" in tcp["detail"]
+
+    # --all: the per-host table again (a row per host), then a note per host and check
+    full = orch("doctor", "--timeout", "30", "--all", timeout=600)
+    assert full.returncode == 1
+    assert sum(1 for ln in full.stdout.splitlines() if ln.startswith("│ b300-")) == 15
+    assert sum(1 for ln in full.stdout.splitlines() if ln.startswith("gpu-") and " tcp: connection refused" in ln) == 10
+    assert "\n5/50 hosts passed\n" in full.stdout
