@@ -19,8 +19,9 @@ For one case (one host, one parameter set, one metric) the raw samples of a base
 The call (``call_case``): ``slower``/``faster`` only when ``q_value <= alpha`` **and** the whole interval lies
 outside the band on one side; otherwise ``within noise``. Direction: for lower-is-better metrics (times) a ratio
 above the band is ``slower``; for higher-is-better metrics (GB/s, tokens/s) a ratio below it is ``slower``.
-``n/a`` when a side has fewer than ``MIN_SAMPLES`` samples, a median is not positive, or the metric's direction
-is unknown.
+``n/a`` when a side has fewer than ``MIN_SAMPLES`` samples, a median is not positive, the metric's direction
+is unknown, or the samples are too few for the rank test to ever reach ``alpha`` (``underpowered``: 3 against 3
+samples give at best p = 0.1); such a case is left out of the BH adjustment.
 """
 
 from __future__ import annotations
@@ -170,11 +171,22 @@ def compare_samples(
     return replace(st, call=call_case(st, direction, p, ALPHA))
 
 
+def underpowered(n_base: int, n_head: int, alpha: float = ALPHA) -> bool:
+    """Whether the smallest two-sided Mann–Whitney p-value for these sample counts, ``2 / C(n_base + n_head,
+    n_base)`` (the two most extreme orderings, no ties), exceeds ``alpha``: no data could make the test call
+    a change. True for 3 against 3 (0.1), false for 4 against 4 (0.029)."""
+    if n_base < 1 or n_head < 1:
+        return True
+    return 2.0 / math.comb(n_base + n_head, n_base) > alpha
+
+
 def call_case(st: CaseStats, direction: Literal["lower", "higher"] | None, p: float | None, alpha: float) -> Call:
     """``slower``/``faster`` when ``p <= alpha`` and the interval ``[ci_low, ci_high]`` lies wholly outside
     ``[1 - band, 1 + band]`` (see the module docstring for the direction), else ``within noise``; ``n/a``
-    without an interval, a p-value or a direction."""
+    without an interval, a p-value or a direction, or when ``underpowered``."""
     if st.ci_low is None or st.ci_high is None or p is None or direction is None:
+        return "n/a"
+    if underpowered(st.n_base, st.n_head, alpha):
         return "n/a"
     if p > alpha:
         return "within noise"
@@ -200,7 +212,7 @@ def call_cases(
 ) -> list[CaseStats]:
     """The cases of one comparison with ``q_value`` (BH over the cases that have a p-value) and ``call``
     recomputed from it: the expected share of false ``slower``/``faster`` calls stays <= ``alpha``."""
-    tested = [i for i, c in enumerate(cases) if c.p_value is not None]
+    tested = [i for i, c in enumerate(cases) if c.p_value is not None and not underpowered(c.n_base, c.n_head, alpha)]
     qs = bh_adjust([cases[i].p_value for i in tested])  # type: ignore[misc]
     out = list(cases)
     for i, q in zip(tested, qs, strict=True):

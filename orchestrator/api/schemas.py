@@ -161,6 +161,19 @@ class SeriesOut(_Out):
     lines: list[SeriesLineOut]
 
 
+class CaseStatsOut(_Out):
+    ratio: float | None = Field(description="median(head samples) / median(base samples)")
+    ci_low: float | None = Field(description="lower end of the 95% bootstrap interval of the ratio (seeded)")
+    ci_high: float | None = Field(description="upper end of the 95% bootstrap interval of the ratio (seeded)")
+    p_value: float | None = Field(description="two-sided Mann-Whitney U p-value of the two samples")
+    q_value: float | None = Field(description="Benjamini-Hochberg adjusted p-value over the comparison's cases")
+    band: float = Field(description="relative noise half-width: a ratio within 1 +/- band is noise")
+    band_source: str = Field(description="calibration (orch calibrate's A/A spread) or within-run")
+    call: str = Field(description="slower | faster | within noise | n/a (docs/statistics.md)")
+    n_base: int
+    n_head: int
+
+
 class CompareCaseOut(_Out):
     host: str | None
     case_key: str
@@ -183,6 +196,9 @@ class CompareCaseOut(_Out):
     warnings: list[str] = Field(
         default_factory=list, description="a side whose result had failed requests, e.g. 'head: 5 failed requests'"
     )
+    stats: CaseStatsOut | None = Field(
+        default=None, description="statistics from the raw samples; null when a side stored none"
+    )
 
 
 class ComparisonOut(_Out):
@@ -198,6 +214,13 @@ class ComparisonOut(_Out):
     threshold: float = Field(description="relative change beyond which a clear change is a regression or improvement")
     noisy: int = Field(description="how many cases are noisy")
     warned: int = Field(default=0, description="how many cases have a warning (failed requests on a side)")
+    noise_floor: str | None = Field(
+        default=None,
+        description="where the noise bands came from: calibration, within-run samples only, or why none was tested",
+    )
+    slower: int = Field(default=0, description="cases called slower (a regression) at false discovery rate alpha")
+    faster: int = Field(default=0, description="cases called faster at false discovery rate alpha")
+    alpha: float | None = Field(default=None, description="false discovery rate of the calls (Benjamini-Hochberg)")
 
 
 class LabelIn(BaseModel):

@@ -611,17 +611,20 @@ def comparison_table(cmp: Any) -> None:
         title=f"{safe(cmp.metric)}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}",
         title_justify="left",
     )
-    for col in ("host", "case", "base (p10–p90)", "head (p10–p90)", "head/base", "verdict"):
-        right = col in ("base (p10–p90)", "head (p10–p90)", "head/base")
+    tested = any(getattr(x, "stats", None) is not None for x in cmp.cases)
+    stat_cols = ("95% CI", "q") if tested else ()
+    for col in ("host", "case", "base (p10–p90)", "head (p10–p90)", "head/base", *stat_cols, "verdict"):
+        right = col not in ("host", "case", "verdict")
         t.add_column(col, justify="right" if right else "left", overflow="fold")
     for x in cmp.cases:
         ratio = "-" if x.ratio is None else f"{x.ratio:.3f}"
+        extra = _stats_cells(x.stats) if tested else ()
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
         base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
         head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
         if x.warnings:
             verdict += " [yellow](failed requests)[/yellow]"
-        t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, verdict)
+        t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, *extra, verdict)
     c = console()
     c.print(t)
     gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
@@ -630,10 +633,31 @@ def comparison_table(cmp: Any) -> None:
         f"(paired on {cmp.paired_on}); "
         f"only in base: {cmp.only_base}, only in head: {cmp.only_head}"
     )
+    if getattr(cmp, "noise_floor", None):
+        c.print(noise_floor_line(cmp), soft_wrap=True)
     for x in cmp.cases:
         if x.warnings:
             where = f"{safe(x.host or '*')} {safe(_case_text(x.case, ('seed',)))}"
             c.print(f"[yellow]warning:[/yellow] {where}: {safe('; '.join(x.warnings))}", soft_wrap=True)
+
+
+def _stats_cells(st: Any) -> tuple[str, str]:
+    """The 95% bootstrap interval of head/base and the BH q-value of a case's ``analysis.stats.CaseStats``."""
+    if st is None or st.ci_low is None or st.ci_high is None:
+        return "-", "-"
+    q = "-" if st.q_value is None else f"{st.q_value:.2g}"
+    return f"{st.ci_low:.3f}–{st.ci_high:.3f}", q
+
+
+def noise_floor_line(cmp: Any) -> str:
+    """Under ``runs compare``/``runs check``: the calls, their false discovery rate and where the noise bands came
+    from — saying so when no calibration exists."""
+    floor = str(cmp.noise_floor)
+    alpha = f" at FDR {cmp.alpha:g}" if cmp.alpha is not None else ""
+    text = f"statistics: {cmp.slower} slower, {cmp.faster} faster{alpha}; noise floor from {safe(floor)}"
+    if floor == "within-run samples only":
+        text += " (no calibration stored for these cases: orch calibrate SUITE --hosts SEL)"
+    return text
 
 
 # a case is "within noise" when its p10-p90 ranges overlap or a side's spread exceeds the change (is_noisy)

@@ -29,6 +29,7 @@ from sqlalchemy import (
     BigInteger,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -201,3 +202,53 @@ class Projection(Base):
     params: Mapped[dict[str, Any]] = mapped_column(default=dict)
     inputs: Mapped[dict[str, Any]] = mapped_column(default=dict)
     rows: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class Calibration(Base):
+    """``orch calibrate``'s A/A noise floor of one host, case and metric of a suite: ``aa_spread`` the largest
+    ``|m_i / m_j - 1|`` between the medians of ``n_runs`` identical runs back to back (``runs``: their ids),
+    ``within_spread`` the largest half p10-p90 width relative to the median within one of them. A later
+    calibration of the same (suite, host, case_key, metric) replaces the row."""
+
+    __tablename__ = "calibrations"
+    __table_args__ = (UniqueConstraint("suite", "host", "case_key", "metric"),)
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    suite: Mapped[str] = mapped_column(String(128))
+    host: Mapped[str] = mapped_column(String(255))
+    case_key: Mapped[str] = mapped_column(String(32))
+    metric: Mapped[str] = mapped_column(String(64))
+    case_params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    aa_spread: Mapped[float | None] = mapped_column(Float)
+    within_spread: Mapped[float | None] = mapped_column(Float)
+    n_runs: Mapped[int] = mapped_column(Integer)
+    runs: Mapped[dict[str, Any]] = mapped_column(default=dict)  # {"ids": [...], "medians": [...]}
+    created_at: Mapped[datetime] = mapped_column()
+
+
+class ChangePoint(Base):
+    """A change point in one (suite, host, case_key, metric) series ordered by run start time, found by
+    ``analysis.changes`` (Apache Otava's e-divisive means): ``run_id`` is the first run after the change,
+    ``before``/``after`` the series' mean before and after, ``change`` = after / before - 1, ``p_value`` the
+    significance of the split. Rows of a series are replaced each time it is analysed."""
+
+    __tablename__ = "change_points"
+    __table_args__ = (
+        UniqueConstraint("suite", "host", "case_key", "metric", "run_id"),
+        Index("ix_change_points_suite_metric", "suite", "metric"),
+    )
+
+    id: Mapped[int] = mapped_column(BigIntPK, primary_key=True, autoincrement=True)
+    suite: Mapped[str] = mapped_column(String(128))
+    host: Mapped[str] = mapped_column(String(255))
+    case_key: Mapped[str] = mapped_column(String(32))
+    metric: Mapped[str] = mapped_column(String(64))
+    case_params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    run_id: Mapped[str] = mapped_column(String(36), ForeignKey("runs.id", ondelete="CASCADE"))
+    run_started_at: Mapped[datetime] = mapped_column()
+    position: Mapped[int] = mapped_column(Integer)  # index of run_id in the series
+    before: Mapped[float] = mapped_column(Float)
+    after: Mapped[float] = mapped_column(Float)
+    change: Mapped[float | None] = mapped_column(Float)
+    p_value: Mapped[float | None] = mapped_column(Float)
+    detected_at: Mapped[datetime] = mapped_column()

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from orchestrator.analysis.compare import Verdict
+from orchestrator.analysis.stats import CaseStats
 
 T = TypeVar("T")
 
@@ -170,6 +171,7 @@ class CompareCase:
     noisy: bool | None
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
+    stats: CaseStats | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,6 +186,12 @@ class Comparison:
     ``analysis.compare.is_noisy`` and ``noise_verdict`` at ``threshold``; ``noisy`` counts the noisy cases.
     A case's ``warnings`` name the side whose result had failed requests (``failed_requests`` > 0: its latencies
     describe another load); ``warned`` counts those cases.
+
+    With raw samples on both sides a case also has ``stats`` (``analysis.stats.CaseStats``: Mann–Whitney p,
+    BH q, bootstrap interval of the ratio, noise band, call) and its ``verdict`` follows the call (slower →
+    regression, faster → improvement, within noise); ``noise_floor`` says where the bands came from
+    (``calibration``, ``within-run samples only``, or why no case was tested); ``slower``/``faster`` count the
+    calls at false discovery rate ``alpha``.
     """
 
     base: str
@@ -198,6 +206,10 @@ class Comparison:
     threshold: float
     noisy: int
     warned: int = 0
+    noise_floor: str | None = None
+    slower: int = 0
+    faster: int = 0
+    alpha: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -788,7 +788,10 @@ class Store:
                     Result.run_id.in_([base_run.id, head_run.id]), Result.status == "ok", failed > 0
                 )
             ).all()
-        return _with_warnings(_comparison(base_run.id, head_run.id, metric, unit, paired, cases), warned)
+        from orchestrator.store.stats_repo import with_statistics  # imports this module
+
+        cmp = _with_warnings(_comparison(base_run.id, head_run.id, metric, unit, paired, cases), warned)
+        return with_statistics(self, cmp)
 
     def flagged_cases(self, run_id: str) -> list[FlaggedCase]:
         """The run's results marked ``throttled`` or ``shared_gpu`` in ``info`` (per-case GPU telemetry), in seq

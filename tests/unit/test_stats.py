@@ -131,3 +131,11 @@ def test_bad_arguments_raise() -> None:
         stats.compare_samples([1.0] * 3, [1.0] * 3, confidence=1.0)
     with pytest.raises(ValueError, match="band"):
         stats.compare_samples([1.0] * 3, [1.0] * 3, band=-0.1)
+
+
+def test_three_against_three_samples_cannot_be_called() -> None:
+    assert stats.underpowered(3, 3) and not stats.underpowered(4, 4)
+    st = stats.compare_samples([2.0, 2.1, 1.9], [1.0, 1.05, 0.95])  # halved, but 3 vs 3: best p is 0.1
+    assert (st.ratio, st.p_value, st.call) == (0.5, pytest.approx(0.1), "n/a")
+    out = stats.call_cases([st, stats.compare_samples([1.0] * 3 + [1.1], [2.0] * 3 + [2.1])], "lower")
+    assert out[0].q_value is None and out[1].q_value == out[1].p_value and out[1].call == "slower"

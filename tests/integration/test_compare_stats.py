@@ -1,0 +1,92 @@
+"""Store.compare with statistics from the raw samples, and calibrations, on SQLite and a real PostgreSQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from orchestrator.protocol import Event
+from orchestrator.store.repo import Store
+from orchestrator.store.stats_repo import calibrations, save_calibration
+
+
+def _run_with(store: Store, centers: dict[int, float], *, rel_sd: float = 0.01, seed: int = 0, n: int = 20) -> str:
+    """A moe-sweep run on host h1 with one result per M: ``n`` normal samples around ``centers[M]`` ms."""
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    run_id = store.create_run(
+        suite="moe-sweep", params={}, preset="tiny", label=None, hosts=["h1"], started_by="me@box", started_on="box"
+    )
+    store.start_host_run(run_id, "h1", facts={}, agent_version="v1", build_sha=None)
+    rng = np.random.default_rng(seed)
+    events = []
+    for i, (m, center) in enumerate(sorted(centers.items())):
+        xs = [float(x) for x in rng.normal(center, center * rel_sd, n)]
+        med = float(np.median(xs))
+        p10, p90 = (float(q) for q in np.quantile(xs, [0.1, 0.9]))
+        metrics: dict[str, Any] = {
+            "time_ms": {"value": med, "unit": "ms", "median": med, "p10": p10, "p90": p90, "n": n, "samples": xs}
+        }
+        events.append(
+            Event(seq=i, type="result", ts=1_700_000_000.0 + i,
+                  data={"case_index": i, "case": {"M": m, "E": 8}, "metrics": metrics})
+        )  # fmt: skip
+    assert store.ingest(run_id, "h1", events) == len(centers)
+    return run_id
+
+
+def test_compare_calls_a_five_percent_slowdown_from_the_samples(store: Store) -> None:
+    base = _run_with(store, {1: 1.0, 8: 2.0, 64: 4.0}, seed=1)
+    head = _run_with(store, {1: 1.0, 8: 2.1, 64: 4.0}, seed=2)  # M=8 5% slower
+    cmp = store.compare(base, head)
+    calls = {c.case["M"]: (c.stats.call if c.stats else None, c.verdict) for c in cmp.cases}
+    noise = ("within noise", "within noise")
+    assert calls == {1: noise, 8: ("slower", "regression"), 64: noise}
+    assert (cmp.slower, cmp.faster, cmp.alpha, cmp.noise_floor) == (1, 0, 0.05, "within-run samples only")
+    st = next(c.stats for c in cmp.cases if c.case["M"] == 8)
+    assert st is not None and st.band_source == "within-run" and 1.0 + st.band < st.ci_low < 1.05 < st.ci_high
+    assert st.q_value is not None and st.p_value is not None and st.q_value >= st.p_value
+    assert (st.n_base, st.n_head) == (20, 20)
+    # the same comparison twice gives the same intervals (seeded bootstrap)
+    assert store.compare(base, head) == cmp
+
+
+def test_calibration_widens_the_band_and_is_said(store: Store) -> None:
+    centers = {1: 1.0, 8: 2.0}
+    # three "identical" runs whose medians moved 8% apart at M=8: that host's run-to-run noise
+    aa = [_run_with(store, {1: 1.0, 8: c}, seed=10 + i) for i, c in enumerate((2.0, 2.16, 2.05))]
+    recs = save_calibration(store, "moe-sweep", "time_ms", aa)
+    assert sorted((r.host, r.case["M"], r.n_runs) for r in recs) == [("h1", 1, 3), ("h1", 8, 3)]
+    by_m = {r.case["M"]: r for r in calibrations(store, "moe-sweep", "time_ms")}
+    assert by_m[8].aa_spread == pytest.approx(0.08, abs=0.02) and by_m[8].runs == aa
+    assert by_m[1].aa_spread is not None and by_m[1].aa_spread < 0.02
+    assert by_m[8].within_spread == pytest.approx(0.0128, abs=0.008)
+    base = _run_with(store, centers, seed=1)
+    head = _run_with(store, {1: 1.0, 8: 2.1}, seed=2)  # 5% slower: inside the calibrated 8%
+    cmp = store.compare(base, head)
+    st8 = next(c.stats for c in cmp.cases if c.case["M"] == 8)
+    assert st8 is not None and st8.band_source == "calibration" and st8.band == pytest.approx(by_m[8].aa_spread)
+    assert st8.call == "within noise" and cmp.noise_floor == "calibration" and cmp.slower == 0
+    # calibrating again replaces the rows (one per host, case and metric)
+    save_calibration(store, "moe-sweep", "time_ms", aa[:2])
+    again = calibrations(store, "moe-sweep")
+    assert len(again) == 2 and {r.n_runs for r in again} == {2}
+
+
+def test_results_without_samples_keep_the_p10_p90_verdicts(store: Store) -> None:
+    from tests.integration.conftest import result_event
+
+    ids = []
+    for t in (1.0, 2.0):
+        store.upsert_host("h1", address=None, group="g", labels={})
+        rid = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=["h1"],
+                               started_by="me", started_on="box")  # fmt: skip
+        store.start_host_run(rid, "h1", facts={}, agent_version="v1", build_sha=None)
+        ev = result_event(0, 1, t)
+        ev.data["metrics"]["time_ms"].pop("samples")
+        store.ingest(rid, "h1", [ev])
+        ids.append(rid)
+    cmp = store.compare(ids[0], ids[1])
+    assert [(c.stats, c.verdict) for c in cmp.cases] == [(None, "regression")]
+    assert cmp.noise_floor == "no raw samples stored; p10/p90 only"
