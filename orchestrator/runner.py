@@ -620,7 +620,9 @@ class Runner:
             else:
                 msg = o.error.message if o.error else "unknown failure"
                 await self.writer.call(self.store.finish_host_run, self.run_id, o.host.name, "failed", msg)
-                results.append(HostOutcome(o.host.name, "failed", error=msg))
+                self.observer.host_state(o.host.name, "failed", msg)  # e.g. its facts could not be read
+                hint = o.error.hint if o.error is not None and o.error.hint else None
+                results.append(HostOutcome(o.host.name, "failed", error=msg, hint=hint))
         stored = await self.writer.call(self.store.get_run, self.run_id)
         for out in results:  # counts always come from the store, never from what the follower saw go by
             rec = stored.host_run(out.host)

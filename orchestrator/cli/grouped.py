@@ -33,8 +33,8 @@ def _finding(label: str, what: str, hosts: tuple[str, ...], detail: str, hint: s
     c = console()
     head = f"{_LABEL.get(label, label)} {what}".rstrip()
     c.print(f"{head} on {_hosts(len(hosts))}: {safe(fold(hosts))}", soft_wrap=True)
-    if detail:
-        c.print("    " + safe(detail, lines=True), soft_wrap=True)
+    if detail:  # "{host}: " in front says nothing once the hosts are listed above
+        c.print("    " + safe(detail.removeprefix("{host}: "), lines=True), soft_wrap=True)
     if hint:
         c.print("    hint: " + safe(hint, lines=True), soft_wrap=True)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -77,6 +77,12 @@ def run(
     show_all: Annotated[
         bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help=f"A progress bar per host also for more than {grouped.FEW_HOSTS} hosts."
+        ),
+    ] = False,
 ) -> None:
     """Run SUITE on the selected hosts in parallel, streaming results into the store."""
     from orchestrator.runner import Runner, RunRequest
@@ -100,7 +106,7 @@ def run(
         allow_drift=tuple(allow_drift or ()),
         telemetry_ms=telemetry_ms,
     )
-    progress = render.RunProgress(enabled=not json_out)
+    progress = _progress(app, hosts, resume, enabled=not json_out, verbose=verbose)
     runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
     try:
         with progress:
@@ -125,6 +131,22 @@ def run(
     else:
         render.run_outcome(outcome, store.get_run(outcome.run_id), page.items)
     raise typer.Exit(0 if outcome.status == "completed" else 1)
+
+
+def _progress(app: Any, selector: str | None, resume: str | None, *, enabled: bool, verbose: bool) -> Any:
+    """Per-host bars for a few hosts or --verbose, else the fleet summary (one line per group)."""
+    from orchestrator.cli.progress import FleetProgress
+
+    inv = app.inventory()
+    if resume is not None:
+        store = app.store()
+        names = [h.host for h in store.get_run(store.resolve_run_id(resume)).host_runs]
+    else:
+        names = [h.name for h in inv.select(selector)]
+    if verbose or len(names) <= grouped.FEW_HOSTS:
+        return render.RunProgress(enabled=enabled)
+    group = {h.name: h.group for h in inv.hosts}
+    return FleetProgress({n: group.get(n, "?") for n in names}, enabled=enabled)
 
 
 def cancel(

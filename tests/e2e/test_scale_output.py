@@ -3,6 +3,7 @@ loopback addresses, 15 more addresses with nothing listening) with three kinds o
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,49 @@ def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_
     assert sum(1 for ln in full.stdout.splitlines() if ln.startswith("│ b300-")) == 15
     assert sum(1 for ln in full.stdout.splitlines() if ln.startswith("gpu-") and " tcp: connection refused" in ln) == 10
     assert "\n5/50 hosts passed\n" in full.stdout
+
+
+def test_deploy_and_run_12_hosts_grouped(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    good = [f"c{i}" for i in range(1, 11)]
+    refused = ["login-a", "login-b"]
+    addrs = dict(zip(good + refused, loopback_addresses(12, second_octet=25), strict=True))
+    port = start_fleet_sshd(sshd_bed, "fleet", [addrs[n] for n in good])[0].port
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(
+        f"defaults: {{python: {sys.executable}}}\ngroups:\n  ct200:\n    hosts:\n"
+        + "".join(f"      {n}: {{address: {addrs[n]}, port: {port}}}\n" for n in good + refused)
+    )
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    dep = orch("deploy", "--timeout", "30", timeout=600)
+    assert dep.returncode == 1, dep.stderr
+    lines = dep.stdout.splitlines()
+    assert lines[:4] == [
+        "orch deploy: 12 hosts, 10 ok, 2 failed",
+        "FAIL on 2 hosts: login-a,login-b",
+        f"    connection refused on port {port} (nothing listening: sshd down, or wrong port)",
+        "    hint: check the port in the inventory / ssh_config and that sshd runs",
+    ]
+    # one shared remote HOME (as over NFS): the first hosts upload the agent, the others find it present
+    heads, details = lines[4::2], lines[5::2]
+    assert 1 <= len(heads) <= 2 and len(details) == len(heads), lines
+    counts = [re.fullmatch(r"ok on (\d+) hosts?: c\S*", h) for h in heads]
+    assert sum(int(m[1]) for m in counts if m) == 10, lines
+    assert all(re.fullmatch(r"    agent [0-9a-f]{12} (uploaded|present); no build; \d+\.\d\d MB uploaded", d)
+               for d in details), lines  # fmt: skip
+
+    run = orch("run", "noop", "--hosts", "ct200", "--timeout", "30", timeout=600)
+    assert run.returncode == 1, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[:4] == [
+        "ok completed (10 results) on 10 hosts: c[1-10]",
+        "FAIL failed (0 results) on 2 hosts: login-a,login-b",
+        f"    connection refused on port {port} (nothing listening: sshd down, or wrong port)",
+        "    hint: check the port in the inventory / ssh_config and that sshd runs",
+    ]
+    assert re.fullmatch(r"run state on 12 hosts \(c\[1-10\],login-a,login-b\): ~/\.orch/runs/[0-9a-f-]+/\{host\}/",
+                        lines[4]), lines  # fmt: skip
+    assert re.fullmatch(
+        r"run [0-9a-f]{8} noop: partial — 10 results from 12 hosts; details: orch runs show [0-9a-f]{8}", lines[5]
+    ), lines
+    assert len(lines) == 6
+    assert "─" not in run.stdout  # no per-host result tables
