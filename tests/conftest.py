@@ -1,3 +1,3 @@
 """Shared test configuration; the real-peer fixtures live in tests/plugins/ (sshd test bed, PostgreSQL)."""
 
-pytest_plugins = ["tests.plugins.timing", "tests.plugins.sshd", "tests.plugins.pg"]
+pytest_plugins = ["tests.plugins.timing", "tests.plugins.sshd", "tests.plugins.pg", "tests.plugins.browser"]

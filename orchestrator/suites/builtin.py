@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from orchestrator.suites.builtin_decode import DECODE
 from orchestrator.suites.builtin_multigpu import ALLREDUCE, moe_sweep_ep
 from orchestrator.suites.builtin_overheads import OVERHEADS
-from orchestrator.suites.registry import Param, ParamValue, Preset, SuiteDef, run_params
+from orchestrator.suites.registry import Param, ParamValue, Plot, Preset, SuiteDef, run_params
 
 POWERS_OF_TWO_TO_4096 = [2**i for i in range(13)]  # 1, 2, 4, ..., 4096
 
@@ -94,6 +94,8 @@ MOE_SWEEP = SuiteDef(
     default_preset_cuda="kimi-k2",
     default_preset_cpu="tiny",
     checks=(_k_le_e,),
+    # the roofline views: weight GB/s against the memory roofs, TFLOP/s against the dtype's dense peak
+    plots=(Plot("gbps", "memory"), Plot("tflops", "compute"), Plot("us_per_token"), Plot("time_ms")),
 )
 
 HBM_BANDWIDTH = SuiteDef(
@@ -120,6 +122,8 @@ HBM_BANDWIDTH = SuiteDef(
     ),
     default_preset_cuda="cuda",
     default_preset_cpu="cpu",
+    plots=(Plot("gbps", "memory"),),
+    plot_x="size_bytes",
 )
 
 NOOP = SuiteDef(
@@ -130,6 +134,8 @@ NOOP = SuiteDef(
         Param("ms", "float", 1.0, "sleep per call, milliseconds", min=0),
         *run_params(repeat=20, warmup=0),
     ),
+    plots=(Plot("time_ms"),),
+    plot_x="ms",
 )
 
 MOE_SWEEP_EP = moe_sweep_ep(MOE_SWEEP)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from orchestrator.suites.registry import Param, ParamValue, Preset, SuiteDef, run_params
+from orchestrator.suites.registry import Param, ParamValue, Plot, Preset, SuiteDef, run_params
 
 CONCURRENCY = [1, 4, 16, 64]
 
@@ -154,4 +154,5 @@ DECODE = SuiteDef(
     default_preset_cuda="kimi-k2",
     default_preset_cpu="tiny",
     checks=(_shape_ok,),
+    plots=(Plot("output_tokens_per_s"), Plot("tpot_ms"), Plot("ttft_ms"), Plot("e2e_ms")),
 )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from orchestrator.suites.registry import Param, Preset, SuiteDef, run_params
+from orchestrator.suites.registry import Param, Plot, Preset, SuiteDef, run_params
 
 SIZES_8B_TO_8GIB = [8 * 2**i for i in range(31)]  # 8 B, 16 B, ..., 8 GiB: nccl-tests -b 8 -e 8G -f 2
 SIZES_CPU = [8 * 2**i for i in range(0, 20, 3)]  # 8 B ... 2 MiB in steps of 8x: seconds on a CPU with gloo
@@ -58,6 +58,7 @@ ALLREDUCE = SuiteDef(
     sweep="size_bytes",
     default_preset_cuda="cuda",
     default_preset_cpu="cpu",
+    plots=(Plot("busbw_gbps"), Plot("algbw_gbps"), Plot("time_us")),
 )
 
 
@@ -78,4 +79,6 @@ def moe_sweep_ep(moe_sweep: SuiteDef) -> SuiteDef:
         description=moe_sweep.description + "; routed experts sharded over the host's GPUs (expert parallel): "
         "aggregate and per-GPU GB/s, the combine across GPUs not timed (see allreduce)",
         params=(*moe_sweep.params, ep),
+        # GB/s of all GPUs; per GPU (against one GPU's roofs) when sharded; never distinct_experts or ep_gpus
+        plots=(Plot("gbps"), Plot("gbps_per_gpu", "memory"), Plot("tflops"), Plot("us_per_token"), Plot("time_ms")),
     )

@@ -192,6 +192,18 @@ class Preset:
     values: Mapping[str, ParamValue]
 
 
+@dataclass(frozen=True)
+class Plot:
+    """A headline metric of a suite, plotted against the suite's sweep axis (``SuiteDef.plot_x``).
+
+    ``roof``: the reference lines its view draws — ``memory`` (the GPU's datasheet bandwidth and the host's
+    measured copy roof, GB/s), ``compute`` (the GPU's dense tensor peak for the case's dtype, TFLOP/s) — or
+    None. Parameters are never plotted: only metric names go here."""
+
+    metric: str
+    roof: Literal["memory", "compute"] | None = None
+
+
 Check = Callable[[Mapping[str, ParamValue]], "str | None"]
 """A cross-parameter check: returns an error message (naming the keys) or None."""
 
@@ -221,6 +233,10 @@ class SuiteDef:
     checks: tuple[Check, ...] = field(default=(), repr=False)
     command: CommandSuite | None = field(default=None, repr=False)
     """Set for suites declared in YAML (bench ``command``): the argv template, grid, parser, references."""
+    plots: tuple[Plot, ...] = ()
+    """Headline metrics for the dashboard and ``orch runs plot``; empty: a YAML suite's declared metrics."""
+    plot_x: str | None = None
+    """The case parameter plots put on x; None: the sweep axis."""
 
     def __post_init__(self) -> None:
         names = [p.name for p in self.params]

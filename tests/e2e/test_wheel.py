@@ -115,7 +115,7 @@ def test_the_wheel_and_the_sdist_carry_what_an_install_needs(dist: Path) -> None
     versions = sorted(p.name for p in (REPO / "migrations" / "versions").glob("*.py"))
     assert {f"orchestrator/migrations/versions/{v}" for v in versions} <= names
     assert {"orchestrator/migrations/env.py", "orchestrator/migrations/script.py.mako", "orchestrator/web/index.html",
-            "agents/orch_agent/cli.py", "orchestrator/py.typed"} <= names  # fmt: skip
+            "orchestrator/web/dash.js", "agents/orch_agent/cli.py", "orchestrator/py.typed"} <= names  # fmt: skip
     assert not any(n.startswith(("tests/", "migrations/", "orchestrator/store/migrations/")) for n in names)
     head = _git_head()
     if head is not None:

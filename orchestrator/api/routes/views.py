@@ -1,0 +1,64 @@
+"""The dashboard's plot data and flags: ``GET /api/v1/views`` (the headline views of runs, overlaid — the same
+function as ``orch runs plot``), ``GET /api/v1/resolve`` (a run reference as the CLI takes it -> the run) and
+``GET /api/v1/runs/{id}/flags`` (cases whose GPU telemetry saw throttling or another process, and the fleet
+differences the run started with)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from orchestrator.api.deps import NAME_PATTERN, RunId, StoreDep, get_settings, record_response
+from orchestrator.api.schemas import RunSummaryOut
+from orchestrator.api.schemas_views import RunFlagsOut, ViewsOut
+from orchestrator.errors import SuiteError
+from orchestrator.suites.registry import Registry, builtin_registry
+from orchestrator.views_service import MAX_RUNS, run_views
+
+router = APIRouter(tags=["views"])
+_log = logging.getLogger("orch.api")
+RUN_REF = r"^[0-9a-zA-Z~-]{1,40}$"
+RunRef = Annotated[str, Query(pattern=RUN_REF, description="a run id, its short form, a prefix, latest or latest~N")]
+
+
+def _registry(request: Request) -> Registry:
+    """Built-in and YAML suites (ORCH_SUITE_DIR), loaded once per app; bad suite files leave the built-ins."""
+    reg: Registry | None = getattr(request.app.state, "registry", None)
+    if reg is None:
+        from orchestrator.suites.loader import load_registry
+
+        settings = get_settings(request)
+        try:
+            reg = load_registry([settings.suite_dir] if settings.suite_dir else [])
+        except SuiteError as exc:
+            _log.warning("suite files not loaded for the dashboard's plots: %s", exc.message)
+            reg = builtin_registry()
+        request.app.state.registry = reg
+    return reg
+
+
+@router.get("/views", response_model=ViewsOut)
+def views(
+    request: Request,
+    store: StoreDep,
+    run: Annotated[list[str], Query(min_length=1, max_length=MAX_RUNS, description="repeatable: runs overlaid")],
+    metric: Annotated[str | None, Query(pattern=NAME_PATTERN, description="one metric; default the headline")] = None,
+    x: Annotated[str | None, Query(pattern=NAME_PATTERN, description="case parameter on x; default the sweep")] = None,
+) -> Response:
+    return record_response(run_views(store, run, registry=_registry(request), metric=metric, x=x))
+
+
+@router.get("/resolve", response_model=RunSummaryOut)
+def resolve(store: StoreDep, ref: RunRef) -> RunSummaryOut:
+    return RunSummaryOut.model_validate(store.get_run(store.resolve_run_id(ref)))
+
+
+@router.get("/runs/{run_id}/flags", response_model=RunFlagsOut)
+def flags(store: StoreDep, run_id: RunId) -> RunFlagsOut:
+    cases = store.flagged_cases(run_id)
+    fleet: Any = (store.get_run(run_id).info or {}).get("fleet")
+    diffs = [d for d in (fleet.get("differences") or []) if isinstance(d, dict)] if isinstance(fleet, dict) else []
+    return RunFlagsOut.model_validate({"run_id": run_id, "cases": [c.__dict__ for c in cases],
+                                       "fleet_differences": diffs})  # fmt: skip
