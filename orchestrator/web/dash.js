@@ -304,6 +304,8 @@ async function comparePage(q, stale) {
       el("td", { class: "num" }, fmt(k.base)), el("td", { class: "num" }, fmt(k.head)),
       el("td", { class: "num" }, k.ratio == null ? "-" : k.ratio.toFixed(3)),
       el("td", { class: VERDICT_CLASS[k.verdict] || "" }, k.verdict),
+      el("td", { class: "stats" }, k.stats ? `q ${fmt(k.stats.q_value, 2)} · 95% CI ${fmt(k.stats.ci_low)}–${fmt(k.stats.ci_high)} · ` +
+        `n ${k.stats.n_base}/${k.stats.n_head}` : ""),
       el("td", { class: "marks" }, flags.length ? "⚠ " + flags.join("; ") : "")));
   }
   const name = (r) => `${r.label ? r.label + " " : ""}(${shortId(r.id)})`;
@@ -316,7 +318,8 @@ async function comparePage(q, stale) {
       `only in base: ${c.only_base}, only in head: ${c.only_head}` + (c.warned ? `; ${c.warned} with failed requests` : "") +
       (marked ? `; ${marked} ran throttled or on a shared GPU` : "")),
     flagsBox(fb, "base: "), flagsBox(fh, "head: "),
-    el("table", { id: "compare-cases" }, el("thead", {}, el("tr", {}, ["host", "case", "base", "head", "head/base", "verdict", "marks"]
+    c.noise_floor ? el("p", { id: "noise-floor", class: "muted" }, `noise bands: ${c.noise_floor}`) : null,
+    el("table", { id: "compare-cases" }, el("thead", {}, el("tr", {}, ["host", "case", "base", "head", "head/base", "verdict", "statistics", "marks"]
       .map((h, i) => el("th", { class: i >= 2 && i <= 4 ? "num" : null }, h)))), tb)));
 }
 

@@ -202,7 +202,7 @@ def test_compare_page_is_the_apis_comparison_with_flags(
     assert shown == [c["verdict"] for c in api["cases"]]
     for i, c in enumerate(api["cases"]):
         assert rows.nth(i).locator("td").nth(4).inner_text() == f"{c['ratio']:.3f}"
-        marks = rows.nth(i).locator("td").nth(6).inner_text()
+        marks = rows.nth(i).locator("td").nth(7).inner_text()
         assert ("head: throttled (power cap in 4/40 samples)" in marks) == (c["case"]["M"] == 4), c
     regressions = [i for i, c in enumerate(api["cases"]) if c["verdict"] == "regression"]
     assert regressions and all(rows.nth(i).locator("td").nth(5).get_attribute("class") == "worse" for i in regressions)
