@@ -33,7 +33,9 @@ async def deploy_hosts(
     keep: int = deploy.DEFAULT_KEEP_BUILDS,
     timeout_s: float = 10.0,
     store: Store | None = None,
+    concurrency: int = 64,
 ) -> DeployReport:
+    """Deploy to every selected host, at most ``concurrency`` at once; one row per host (a failed host is a row)."""
     hosts = inventory.select(selector)
     plan = deploy.plan(build)
     try:
@@ -45,7 +47,7 @@ async def deploy_hosts(
             finally:
                 await t.close()
 
-        outcomes = await fanout(hosts, one)
+        outcomes = await fanout(hosts, one, concurrency=concurrency)
         if store is not None and plan.build is not None:
             store.record_build(plan.build.sha256, name=plan.build.name, size_bytes=plan.build.size_bytes)
     finally:

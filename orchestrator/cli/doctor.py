@@ -10,6 +10,7 @@ from orchestrator.cli import complete, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.doctor import DoctorOptions, run_doctor_sync
 from orchestrator.fleet import view_of_reports
+from orchestrator.limits import ensure_open_files
 
 
 def doctor(
@@ -31,6 +32,7 @@ def doctor(
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
     app = app_context(ctx)
     inv = app.inventory()
+    ensure_open_files(concurrency)
     report = run_doctor_sync(inv, hosts, DoctorOptions(timeout_s=timeout, concurrency=concurrency))
     view = view_of_reports(report.hosts, {h.name: h.group for h in inv.hosts})
     if json_out:

@@ -11,6 +11,7 @@ import typer
 from orchestrator.cli import complete, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
+from orchestrator.limits import ensure_open_files
 
 
 def _parse_sets(items: list[str]) -> dict[str, str]:
@@ -77,6 +78,9 @@ def run(
     show_all: Annotated[
         bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
     ] = False,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once (default 64).")
+    ] = 64,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -105,7 +109,9 @@ def run(
         require_uniform=require_uniform,
         allow_drift=tuple(allow_drift or ()),
         telemetry_ms=telemetry_ms,
+        concurrency=concurrency,
     )
+    ensure_open_files(concurrency)
     progress = _progress(app, hosts, resume, enabled=not json_out, verbose=verbose)
     runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
     try:
@@ -183,13 +189,18 @@ def deploy(
     show_all: Annotated[
         bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
     ] = False,
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once (default 64).")
+    ] = 64,
 ) -> None:
     """Push the agent (and an engine build) to the hosts, content-addressed and verified by sha256."""
     from orchestrator.deploy_service import deploy_hosts
 
     app = app_context(ctx)
+    inv = app.inventory()
+    ensure_open_files(concurrency)
     report = asyncio.run(
-        deploy_hosts(app.inventory(), hosts, build, keep=keep, timeout_s=timeout, store=app.store())
+        deploy_hosts(inv, hosts, build, keep=keep, timeout_s=timeout, store=app.store(), concurrency=concurrency)
     )
     if json_out:
         render.print_json(report.to_dict())

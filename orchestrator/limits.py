@@ -1,0 +1,56 @@
+"""Process limits for fan-out to many hosts: the open-files limit (RLIMIT_NOFILE) raised to its hard maximum at
+the start of a command, and a clear refusal when even the hard maximum is too low for the chosen concurrency.
+
+Open files per host in flight (:data:`FDS_PER_HOST`): the SSH connection's socket, plus, while a host's
+settings are resolved, an ``ssh -G`` child's stdout/stderr pipes, or a ProxyCommand/ProxyJump child's pipes for
+the life of the connection — at most 4 at once. :data:`FDS_BASE` covers the interpreter, the store (SQLite file,
+its WAL and shm, or a PostgreSQL socket), the terminal and the resolver's bounded ``ssh -G`` spawns.
+"""
+
+from __future__ import annotations
+
+import resource
+
+from orchestrator.errors import UsageError
+
+FDS_PER_HOST = 4
+FDS_BASE = 128
+
+
+def needed_open_files(concurrency: int) -> int:
+    """Open files a command with ``concurrency`` hosts in flight may hold at once (an upper estimate)."""
+    return FDS_BASE + FDS_PER_HOST * concurrency
+
+
+def ensure_open_files(concurrency: int, *, option: str = "--concurrency") -> int:
+    """Raise the soft open-files limit to the hard one; returns the soft limit now in force.
+
+    Raises UsageError (exit 2) when the hard limit is below :func:`needed_open_files` for ``concurrency``,
+    naming both numbers, the highest concurrency that fits, and how to raise the limit. A hard limit of
+    RLIM_INFINITY is taken as the kernel's per-process maximum (``/proc/sys/fs/nr_open``).
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    ceiling = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            with open("/proc/sys/fs/nr_open") as f:
+                ceiling = int(f.read().strip())
+        except (OSError, ValueError):
+            ceiling = max(soft, 1 << 20) if soft != resource.RLIM_INFINITY else 1 << 20
+    if soft == resource.RLIM_INFINITY or soft < ceiling:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (ceiling, hard))
+            soft = ceiling
+        except (ValueError, OSError):
+            pass  # keep the soft limit we have; the check below still tells whether it is enough
+    need = needed_open_files(concurrency)
+    if soft < need:
+        fits = (soft - FDS_BASE) // FDS_PER_HOST
+        lower = f"use {option} {fits} or lower, or " if fits >= 1 else ""
+        raise UsageError(
+            f"the open-files limit is {soft} (hard limit {ceiling}); {option} {concurrency} needs about {need} "
+            f"({FDS_PER_HOST} per host in flight + {FDS_BASE})",
+            f"{lower}raise the hard limit (as root: `ulimit -Hn {need}` in the shell that starts orch, "
+            f"LimitNOFILE={need} in a systemd unit, or `nofile` in /etc/security/limits.conf)",
+        )
+    return soft

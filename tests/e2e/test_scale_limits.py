@@ -1,0 +1,54 @@
+"""The open-files limit at start (real processes with real limits, set by resource.setrlimit before exec):
+raised to the hard maximum, and a clear refusal (exit 2, no traceback) when the hard maximum is too low."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Orch
+
+
+def _orch(tmp_path: Path) -> Orch:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, python: {sys.executable}}}\n")
+    return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+
+
+def _limited(orch: Orch, soft: int, hard: int, *args: str) -> subprocess.CompletedProcess[str]:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return subprocess.run(orch.argv(*args), cwd=orch.cwd, env=orch.env(), capture_output=True, text=True,
+                          timeout=240, preexec_fn=limit)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "command", [("doctor",), ("deploy",), ("run", "noop", "--hosts", "local")], ids=["doctor", "deploy", "run"]
+)
+def test_hard_limit_too_low_for_the_concurrency_is_a_clear_usage_error(tmp_path: Path, command: tuple[str]) -> None:
+    res = _limited(_orch(tmp_path), 200, 200, *command, "--concurrency", "64")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == (
+        "error: the open-files limit is 200 (hard limit 200); --concurrency 64 needs about 384 (4 per host in "
+        "flight + 128)\n"
+        "hint: use --concurrency 18 or lower, or raise the hard limit (as root: `ulimit -Hn 384` in the shell that "
+        "starts orch, LimitNOFILE=384 in a systemd unit, or `nofile` in /etc/security/limits.conf)\n"
+    )
+    assert res.stdout == ""
+
+
+def test_soft_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
+    # soft 256 would refuse --concurrency 500 (needs 2128); the hard limit 4096 allows it once raised
+    res = _limited(_orch(tmp_path), 256, 4096, "doctor", "--concurrency", "500", "--json")
+    assert res.returncode in (0, 1), res.stderr
+    assert "open-files limit" not in res.stderr
+    probe = "import resource; from orchestrator.limits import ensure_open_files as e; print(e(500), " \
+        "resource.getrlimit(resource.RLIMIT_NOFILE))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True,
+                         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096)))  # fmt: skip
+    assert out.stdout.strip() == "4096 (4096, 4096)"
