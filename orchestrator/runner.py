@@ -107,6 +107,8 @@ class RunRequest:
     require_uniform: bool = False  # refuse to start when the hosts differ (also per group in the inventory)
     allow_drift: tuple[str, ...] = ()  # fleet fields let through by --require-uniform
     telemetry_ms: int = 100  # GPU telemetry interval per case, ms (the agent's nvidia-smi -lms); 0 = off
+    replays: str | None = None  # orch runs rerun: the run this one replays (stored in the run's info)
+    only_cases: tuple[dict[str, Any], ...] = ()  # rerun only the spec cases that hold one of these (stored) cases
 
 
 @dataclass
@@ -178,6 +180,19 @@ def validate_request(req: RunRequest, registry: Registry | None = None) -> None:
     for problem in errors:  # valid only on one kind of host (device=cuda): said per host when it runs
         if "device=cuda" not in problem.message:
             raise problem
+
+
+def replay_info(req: RunRequest) -> dict[str, Any]:
+    """What a replayed run stores in its ``info``: ``{"replays": RUN_ID, "replayed_cases": [case, ...]}``."""
+    if req.replays is None:
+        return {}
+    return {"replays": req.replays, "replayed_cases": [dict(c) for c in req.only_cases]}
+
+
+def select_cases(cases: list[dict[str, Any]], wanted: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The spec cases that hold every parameter of one of the ``wanted`` stored cases (a stored case may carry
+    fewer keys than the spec's case, never other values), in spec order."""
+    return [c for c in cases if any(all(k in c and c[k] == v for k, v in w.items()) for w in wanted)]
 
 
 def run_status(outcomes: Sequence[HostOutcome]) -> str:
@@ -332,6 +347,8 @@ class _HostRun:
                 f"set `python:` for {name} in the inventory to the interpreter that has torch "
                 "(e.g. python: /opt/torch/.venv/bin/python3)",
             )
+        if self.r.req.only_cases:
+            spec["cases"] = select_cases(spec["cases"], self.r.req.only_cases)
         self.gpu = gpu_spec_for(self.host, summary, spec["device"])
         command = self.r.registry.get(self.r.req.suite).command
         self.secrets = secret_values(spec, command.public_env) if command is not None else ()
@@ -516,7 +533,9 @@ class Runner:
             started_on=socket.gethostname(),
         )
         await self.writer.call(
-            self.store.set_run_info, self.run_id, {"orch": version_info().as_dict(), "fleet": view.to_dict()}
+            self.store.set_run_info,
+            self.run_id,
+            {"orch": version_info().as_dict(), "fleet": view.to_dict(), **replay_info(self.req)},
         )
         return await self._drive(hosts, resume=False, runs=runs, failed=failed)
 
@@ -572,6 +591,8 @@ class Runner:
             timeout_s=self.req.timeout_s,
             concurrency=self.req.concurrency,
             wait_s=self.req.wait_s,
+            replays=(detail.info or {}).get("replays"),
+            only_cases=tuple((detail.info or {}).get("replayed_cases") or ()),
         )
         hosts = [self.inventory.host(h) for h in detail.hosts]
         return await self._drive(hosts, resume=True)

@@ -120,6 +120,10 @@ def _register() -> None:
     app.command("run")(run.run)
     app.command("cancel")(run.cancel)
 
+    from orchestrator.cli import regress
+
+    app.command("calibrate")(regress.calibrate)
+
     from orchestrator.cli import suites
 
     app.add_typer(suites.app, name="suites")

@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import render, runs_import
+from orchestrator.cli import regress, render, runs_import
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.rundoc import run_document
@@ -46,6 +46,8 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
 
 SHOW_MAX_RESULTS = 100_000
 app.command("import")(runs_import.import_spool)
+app.command("rerun")(regress.rerun)
+app.command("check")(regress.check)
 
 
 @contextmanager

@@ -1,0 +1,79 @@
+"""Rich output of ``orch calibrate``, ``orch runs rerun`` and ``orch runs check`` (kept apart from render.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.cli.render import _case_text, comparison_table, console, noise_floor_line, safe
+from orchestrator.store.compute import short_run_id
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x * 100:.2f}%"
+
+
+def calibration_table(out: Any) -> None:
+    """Per host, case and metric: the A/A spread of the calibration runs' medians and the within-run spread."""
+    from rich.table import Table
+
+    c = console()
+    runs = ", ".join(f"{short_run_id(r.run_id)} ({safe(r.status)})" for r in out.runs)
+    t = Table(title=f"calibration of {safe(out.suite)}: runs {runs}", title_justify="left")
+    for col in ("host", "case", "metric", "runs", "A/A spread", "within-run spread"):
+        t.add_column(col, justify="right" if col in ("runs", "A/A spread", "within-run spread") else "left")
+    for r in out.calibrations:
+        t.add_row(
+            safe(r.host), safe(_case_text(r.case, ("seed",))), safe(r.metric), str(r.n_runs),
+            _pct(r.aa_spread), _pct(r.within_spread),
+        )  # fmt: skip
+    c.print(t)
+    c.print(f"{len(out.calibrations)} calibrations stored; later comparisons of these cases use them as noise band")
+
+
+def rerun_outcome(outcome: Any, replays: str) -> None:
+    c = console()
+    c.print(
+        f"run {safe(outcome.run_id)} ({safe(outcome.status)}) replays {safe(replays)}: "
+        + ", ".join(f"{safe(h.host)} {safe(h.status)} {h.results} results" for h in outcome.hosts)
+    )
+    for h in outcome.hosts:
+        if h.error:
+            c.print(f"[red]{safe(h.host)}: {safe(h.error)}[/red]", soft_wrap=True)
+
+
+def _where(x: Any) -> str:
+    return f"{safe(x.host or '*')} {safe(_case_text(x.case, ('seed',)))}"
+
+
+def check_outcome(out: Any) -> None:
+    """The comparison table, then the slower cases and, with --confirm, which of them the rerun reproduced."""
+    comparison_table(out.comparison)
+    c = console()
+    if not out.slower:
+        c.print("[green]no case called slower[/green]: no regression")
+        return
+    for x in out.slower:
+        st = x.stats
+        c.print(
+            f"[red]slower[/red]: {_where(x)} head/base {x.ratio:.3f} (95% CI {st.ci_low:.3f}–{st.ci_high:.3f}, "
+            f"q {st.q_value:.2g}, noise band ±{st.band * 100:.2f}%)",
+            soft_wrap=True,
+        )
+    if not out.confirm:
+        c.print(f"[red]regression[/red]: {len(out.slower)} case(s) slower (not confirmed: --confirm reruns them)")
+        return
+    c.print(f"confirming rerun: {safe(out.rerun.run_id)} ({safe(out.rerun.status)})")
+    if out.recheck is not None and out.recheck.noise_floor:
+        c.print(noise_floor_line(out.recheck), soft_wrap=True)
+    reproduced = {(r.host, r.case_key) for r in out.reproduced}
+    for x in out.slower:
+        if (x.host, x.case_key) in reproduced:
+            r = next(r for r in out.reproduced if (r.host, r.case_key) == (x.host, x.case_key))
+            c.print(f"[red]reproduced[/red]: {_where(x)} rerun/base {r.ratio:.3f}", soft_wrap=True)
+        else:
+            c.print(f"not reproduced: {_where(x)}", soft_wrap=True)
+    if out.reproduced:
+        n, of = len(out.reproduced), len(out.slower)
+        c.print(f"[red]regression confirmed[/red]: {n} of {of} slower case(s) reproduced")
+    else:
+        c.print("[green]no regression confirmed[/green]: no slower case reproduced on rerun")
