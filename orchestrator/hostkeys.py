@@ -56,6 +56,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime
+import functools
 import hashlib
 import hmac
 import os
@@ -367,8 +368,16 @@ class KnownEntry(TypedDict):
 
 def _match_pattern(s: str, pattern: str) -> bool:
     """match.c ``match_pattern``: ``*`` any run, ``?`` one character, everything else literal."""
-    rx = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    return re.fullmatch(rx, s, re.DOTALL) is not None
+    if "*" not in pattern and "?" not in pattern:  # most known_hosts names: no regex at all
+        return s == pattern
+    return _pattern_regex(pattern).fullmatch(s) is not None
+
+
+@functools.lru_cache(maxsize=4096)
+def _pattern_regex(pattern: str) -> re.Pattern[str]:
+    """The wildcard pattern as a compiled regex, once per pattern (a doctor over N hosts checks every host
+    against every known_hosts line: N x lines matches, which rebuilt the regex each time)."""
+    return re.compile("".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern), re.DOTALL)
 
 
 def _match_pattern_list(name: str, patterns: str) -> int:

@@ -1,0 +1,191 @@
+"""Fleet-size benchmark: ``orch doctor`` and an ``orch run noop`` over N real sshd hosts (N up to 1,000 and more),
+each against bare asyncssh doing the same remote work with the same concurrency bound, measured in one run.
+
+Hosts: sshd processes listening on 16 loopback addresses each (sshd's MAX_LISTEN_SOCKS), 127.31.x.y, one port,
+one host key, one shared remote HOME (tests/plugins/sshfleet.py). Every number comes from a child process
+started and reaped by this script: wall time from spawn to exit (interpreter start and imports included: that is
+what a user waits for), peak RSS from the child's own rusage (``os.wait4``), so orch's and the floor's memory are
+measured apart from this script and from sshd.
+
+  floor (doctor): asyncssh connect + doctor's facts probe (sysinfo.py under the host's python), at most C hosts
+                  at once, known_hosts checked by asyncssh, the same client key;
+  orch doctor:    ``orch doctor --json --concurrency C`` (ssh -G resolution of every host, OpenSSH-semantics host
+                  key verdict, every check);
+  floor (run):    asyncssh connect + the facts probe + the noop suite's work in the foreground (20 sleeps of 1 ms
+                  under the host's python), at most C hosts at once;
+  orch run noop:  ``orch run noop --json --concurrency C`` (facts, agent check/upload, spec upload, detached agent,
+                  following its spool, ingest into SQLite, the verdict per host).
+The host's ``python:`` is a bare venv (no torch), as in bench/fanout.py: this measures orch, not N torch imports
+on this machine's 2 cores (a real fleet imports torch on each host's own CPUs).
+
+Targets (issue 18): orch / floor <= 1.2x, orch's peak RSS <= 300 MB at 1,000 hosts. The machine is shared and
+small: the load average before and after each measurement is printed next to it.
+
+Usage: .venv/bin/python bench/fanout_scale.py --hosts 1000 [--concurrency 64] [--timeout 30] [--skip-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+NOOP_WORK = "import time\nfor _ in range(20):\n    time.sleep(0.001)\n"  # the noop suite's defaults: ms=1, repeat=20
+
+
+async def _floor(spec: dict[str, object]) -> dict[str, int]:
+    import asyncssh
+
+    sem = asyncio.Semaphore(int(spec["concurrency"]))  # type: ignore[call-overload]
+    ok = 0
+
+    async def one(addr: str, port: int) -> None:
+        nonlocal ok
+        async with sem:
+            try:
+                async with asyncssh.connect(
+                    addr, port, known_hosts=str(spec["known_hosts"]), client_keys=[str(spec["key"])],
+                    username=os.environ.get("USER", "root"), config=[], connect_timeout=float(spec["timeout"]),  # type: ignore[arg-type]
+                ) as conn:  # fmt: skip
+                    await conn.run(str(spec["probe"]), check=True)
+                    if spec["work"] == "run":
+                        await conn.run(shlex.join([str(spec["python"]), "-c", NOOP_WORK]), check=True)
+                ok += 1
+            except (OSError, asyncssh.Error):
+                pass
+
+    await asyncio.gather(*(one(a, p) for a, p in spec["hosts"]))  # type: ignore[attr-defined]
+    return {"ok": ok}
+
+
+def _child_floor(path: str) -> None:
+    spec = json.loads(Path(path).read_text())
+    print(json.dumps(asyncio.run(_floor(spec))))
+
+
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def _measure(argv: list[str], env: dict[str, str], out: Path) -> tuple[float, float, float, int, str]:
+    """Run ``argv``; (wall s, client CPU s (user + system), peak RSS MB, exit status, load before -> after)."""
+    before = _load()
+    with out.open("w") as f:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(argv, env=env, stdout=f, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, f"{before} -> {_load()}"
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--child-floor":
+        _child_floor(sys.argv[2])
+        return
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hosts", type=int, default=64)
+    ap.add_argument("--concurrency", type=int, default=64)
+    ap.add_argument("--timeout", type=float, default=30.0, help="per-step timeout, s (orch --timeout, floor connect)")
+    ap.add_argument("--skip-run", action="store_true", help="doctor only")
+    ap.add_argument("--repeat", type=int, default=1, help="floor and orch alternately this many times; best of")
+    ap.add_argument("--fresh-db", action="store_true", help="a new SQLite store for every orch run")
+    ap.add_argument("--profile", metavar="DIR", help="run orch under cProfile, writing DIR/orch-WORK.prof")
+    args = ap.parse_args()
+
+    from orchestrator.doctor import probe_argv
+    from orchestrator.inventory import parse_inventory
+    from tests.plugins.sshd import SshdBed, make_client_home
+    from tests.plugins.sshfleet import loopback_addresses, start_fleet_sshd
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    root = Path(tempfile.mkdtemp(prefix="orch-scale-"))
+    client = make_client_home(root / "client")
+    env = {**os.environ, "HOME": str(client.home), "COLUMNS": "160"}
+    env.pop("SSH_AUTH_SOCK", None)
+    bare = root / "bare-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    python = str(bare / "bin" / "python")
+    bed = SshdBed(root / "bed", client)
+    try:
+        t0 = time.perf_counter()
+        addrs = loopback_addresses(args.hosts, second_octet=31)
+        procs = start_fleet_sshd(bed, "fleet", addrs)
+        port = procs[0].port
+        print(f"{args.hosts} hosts on {len(procs)} sshd processes (127.31.x.y:{port}), started in "
+              f"{time.perf_counter() - t0:.1f} s; concurrency {args.concurrency}; {os.cpu_count()} CPUs; "
+              f"{_load()}")  # fmt: skip
+        names = [f"h{i:04d}" for i in range(args.hosts)]
+        inv_text = f"defaults: {{python: {python}}}\ngroups:\n  fleet:\n    hosts:\n" + "".join(
+            f"      {n}: {{address: {a}, port: {port}}}\n" for n, a in zip(names, addrs, strict=True)
+        )
+        inv_path = root / "inventory.yaml"
+        inv_path.write_text(inv_text)
+        probe = shlex.join(probe_argv(parse_inventory(inv_text).hosts[0]))
+        env.update(ORCH_INVENTORY=str(inv_path), ORCH_DB_URL=f"sqlite:///{root / 'orch.db'}")
+        orch = [sys.executable, "-m", "orchestrator"]
+        if args.profile:
+            orch = [sys.executable, "-m", "cProfile", "-o", str(Path(args.profile) / "orch.prof"), "-m", "orchestrator"]
+        floor_spec = {"hosts": [[a, port] for a in addrs], "known_hosts": str(client.known_hosts),
+                      "key": str(client.key), "probe": probe, "python": python, "concurrency": args.concurrency,
+                      "timeout": args.timeout}  # fmt: skip
+        c, t = str(args.concurrency), str(args.timeout)
+        works = [("doctor", orch + ["doctor", "--json", "--concurrency", c, "--timeout", t])]
+        if not args.skip_run:
+            works.append(("run", orch + ["run", "noop", "--hosts", "fleet", "--json", "--concurrency", c,
+                                         "--timeout", t]))  # fmt: skip
+        for work, argv in works:
+            spec_path = root / f"floor-{work}.json"
+            spec_path.write_text(json.dumps({**floor_spec, "work": work}))
+            floors, orchs = [], []
+            for r in range(args.repeat):  # alternate, so that a change of load hits both sides
+                fw, fcpu, frss, _, fload = _measure(
+                    [sys.executable, __file__, "--child-floor", str(spec_path)], env, root / f"floor-{work}.out"
+                )
+                floor_ok = json.loads((root / f"floor-{work}.out").read_text().splitlines()[-1])["ok"]
+                print(f"  floor {work:6s} #{r + 1}: {fw:7.2f} s wall, {fcpu:6.2f} s CPU, peak RSS {frss:6.1f} MB "
+                      f"({floor_ok}/{args.hosts} ok; {fload})")  # fmt: skip
+                floors.append((fw, fcpu, frss))
+                if args.fresh_db:
+                    (root / "orch.db").unlink(missing_ok=True)
+                ow, ocpu, orss, orc, oload = _measure(argv, env, root / f"orch-{work}.out")
+                text = (root / f"orch-{work}.out").read_text()
+                try:
+                    doc = json.loads(text[text.index("{"):])
+                except ValueError:
+                    print(text[-3000:])
+                    raise
+                if work == "doctor":
+                    checks = [(c["name"], c["status"], c["detail"]) for h in doc["hosts"] for c in h["checks"]]
+                    auth = sum(1 for n, st, _ in checks if n == "auth" and st == "ok")
+                    probed = sum(1 for n, _, d in checks if n == "python" and "torch" in d)
+                    ok_text = f"{auth}/{args.hosts} authenticated, {probed} probed"
+                else:
+                    done = sum(1 for h in doc["hosts"] if h["status"] == "completed")
+                    ok_text = f"{done}/{args.hosts} hosts completed, run {doc['status']}"
+                print(f"  orch  {work:6s} #{r + 1}: {ow:7.2f} s wall, {ocpu:6.2f} s CPU, peak RSS {orss:6.1f} MB "
+                      f"({ok_text}, exit {orc}; {oload})")  # fmt: skip
+                orchs.append((ow, ocpu, orss))
+            fw, ow = min(f[0] for f in floors), min(o[0] for o in orchs)
+            fcpu, ocpu = min(f[1] for f in floors), min(o[1] for o in orchs)
+            orss = max(o[2] for o in orchs)
+            print(f"{work} at {args.hosts} hosts: best wall orch {ow:.2f} s / floor {fw:.2f} s = {ow / fw:.2f} "
+                  f"(target <= 1.2); client CPU orch {ocpu:.2f} s / floor {fcpu:.2f} s = {ocpu / fcpu:.2f}; "
+                  f"orch peak RSS {orss:.0f} MB (target <= 300 MB at 1,000 hosts)")  # fmt: skip
+    finally:
+        bed.close()
+
+
+if __name__ == "__main__":
+    main()
