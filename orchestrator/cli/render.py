@@ -931,3 +931,12 @@ def flagged_cases_note(cmp: Any, flagged: dict[str, list[Any]]) -> None:
         c.print(f"[yellow]{side} {escape(rid)}: {len(hits)} compared case(s) ran on a throttled or shared GPU[/yellow]")
         for f in hits:
             c.print(f"  {escape(f.host)} {escape(_case_text(f.case))}: {escape(str(f.reason or ''))}", soft_wrap=True)
+
+
+def plot_written(path: Any, views: Any, metrics: list[str]) -> None:
+    """After ``orch runs plot``: the file and what it holds."""
+    from rich.markup import escape
+
+    runs = ", ".join(r.id for r in views.runs)
+    console().print(f"wrote {escape(str(path))}: {escape(views.suite)} {escape(', '.join(metrics))} of run(s) "
+                    f"{escape(runs)}", soft_wrap=True)  # fmt: skip

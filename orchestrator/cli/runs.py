@@ -1,4 +1,4 @@
-"""``orch runs list|show RUN_ID|compare BASE HEAD|import SPOOL|logs RUN_ID``: stored runs as rich tables or
+"""``orch runs list|show RUN_ID|compare BASE HEAD|import SPOOL|logs RUN_ID|plot RUN...``: stored runs as rich tables or
 ``--json``."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from orchestrator.cli import regress, render, runs_import
+from orchestrator.cli import regress, render, runs_import, runs_plot
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.rundoc import run_document
@@ -48,6 +48,7 @@ SHOW_MAX_RESULTS = 100_000
 app.command("import")(runs_import.import_spool)
 app.command("rerun")(regress.rerun)
 app.command("check")(regress.check)
+app.command("plot")(runs_plot.plot)
 
 
 @contextmanager

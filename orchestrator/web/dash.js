@@ -174,19 +174,29 @@ function plotView(v, opts) {
   const data = [];
   v.traces.forEach((t, i) => {
     const color = COLORS[i % COLORS.length];
+    const group = "t" + i;
     const params = (p) => Object.entries(p.case).filter(([n]) => n !== "seed" && n !== v.x).map(([n, val]) => `${esc(n)}=${esc(val)}`).join(" ");
+    const banded = t.points.filter((p) => p.p10 != null && p.p90 != null);
+    if (banded.length) {  // the p10-p90 band: two paths, cheaper to draw than an error bar per point
+      data.push({ type: "scatter", mode: "lines", meta: "band", legendgroup: group, showlegend: false, hoverinfo: "skip",
+        x: banded.map((p) => p.x), y: banded.map((p) => p.p10), line: { width: 0, color } });
+      data.push({ type: "scatter", mode: "lines", meta: "band", legendgroup: group, showlegend: false, hoverinfo: "skip",
+        x: banded.map((p) => p.x), y: banded.map((p) => p.p90), line: { width: 0, color }, fill: "tonexty", fillcolor: color + "26" });
+    }
     data.push({
-      type: "scatter", mode: "lines+markers", name: esc(t.name), meta: "data",
+      type: "scatter", mode: t.points.length > 200 ? "lines" : "lines+markers", name: esc(t.name), meta: "data", legendgroup: group,
       x: t.points.map((p) => p.x), y: t.points.map((p) => p.y),
-      line: { color, width: 2 },
-      marker: { color, size: t.points.map((p) => (p.flags.length ? 11 : 6)), symbol: t.points.map((p) => (p.flags.length ? "x" : "circle")) },
-      error_y: { type: "data", symmetric: false, color, thickness: 1, width: 2,
-        array: t.points.map((p) => (p.p90 == null ? 0 : Math.max(0, p.p90 - p.y))),
-        arrayminus: t.points.map((p) => (p.p10 == null ? 0 : Math.max(0, p.y - p.p10))) },
+      line: { color, width: 2 }, marker: { color, size: 6 },
       text: t.points.map((p) => `<b>${esc(t.name)}</b><br>${esc(v.x)}=${fmt(p.x)}: ${fmt(p.y)} ${esc(v.unit || "")}` +
         `<br>p10 ${fmt(p.p10)} · p90 ${fmt(p.p90)}<br>${params(p)}` + p.flags.map((f) => `<br><b>⚠ ${esc(f)}</b>`).join("")),
       hovertemplate: "%{text}<extra></extra>",
     });
+    const hot = t.points.filter((p) => p.flags.length);
+    if (hot.length) {
+      data.push({ type: "scatter", mode: "markers", meta: "flag", name: esc(t.name) + ": throttled / shared GPU", legendgroup: group,
+        x: hot.map((p) => p.x), y: hot.map((p) => p.y), marker: { color: "#b42318", size: 11, symbol: "x" },
+        text: hot.map((p) => p.flags.map(esc).join("<br>")), hovertemplate: "%{text}<extra></extra>" });
+    }
   });
   const xs = v.traces.flatMap((t) => t.points.map((p) => p.x));
   const x0 = Math.min(...xs), x1 = Math.max(...xs);
