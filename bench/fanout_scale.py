@@ -89,6 +89,16 @@ def _measure(argv: list[str], env: dict[str, str], out: Path) -> tuple[float, fl
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, f"{before} -> {_load()}"
 
 
+def _sshd_counts(procs: list[object]) -> tuple[int, int]:
+    """(connections authenticated, sessions started) so far, from every fleet sshd's VERBOSE log."""
+    conns = sessions = 0
+    for p in procs:
+        log = (p.root / "sshd.log").read_text(errors="replace")  # type: ignore[attr-defined]
+        conns += log.count("Accepted publickey for")
+        sessions += log.count("Starting session:")
+    return conns, sessions
+
+
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--child-floor":
         _child_floor(sys.argv[2])
@@ -150,16 +160,21 @@ def main() -> None:
             spec_path.write_text(json.dumps({**floor_spec, "work": work}))
             floors, orchs = [], []
             for r in range(args.repeat):  # alternate, so that a change of load hits both sides
+                c0, s0 = _sshd_counts(procs)
                 fw, fcpu, frss, _, fload = _measure(
                     [sys.executable, __file__, "--child-floor", str(spec_path)], env, root / f"floor-{work}.out"
                 )
+                c1, s1 = _sshd_counts(procs)
                 floor_ok = json.loads((root / f"floor-{work}.out").read_text().splitlines()[-1])["ok"]
                 print(f"  floor {work:6s} #{r + 1}: {fw:7.2f} s wall, {fcpu:6.2f} s CPU, peak RSS {frss:6.1f} MB "
-                      f"({floor_ok}/{args.hosts} ok; {fload})")  # fmt: skip
+                      f"({floor_ok}/{args.hosts} ok; {fload}); per host {(c1 - c0) / args.hosts:.1f} SSH "
+                      f"connections, {(s1 - s0) / args.hosts:.1f} sessions")  # fmt: skip
                 floors.append((fw, fcpu, frss))
                 if args.fresh_db:
                     (root / "orch.db").unlink(missing_ok=True)
+                c0, s0 = _sshd_counts(procs)
                 ow, ocpu, orss, orc, oload = _measure(argv, env, root / f"orch-{work}.out")
+                c1, s1 = _sshd_counts(procs)
                 text = (root / f"orch-{work}.out").read_text()
                 try:
                     doc = json.loads(text[text.index("{"):])
@@ -175,7 +190,8 @@ def main() -> None:
                     done = sum(1 for h in doc["hosts"] if h["status"] == "completed")
                     ok_text = f"{done}/{args.hosts} hosts completed, run {doc['status']}"
                 print(f"  orch  {work:6s} #{r + 1}: {ow:7.2f} s wall, {ocpu:6.2f} s CPU, peak RSS {orss:6.1f} MB "
-                      f"({ok_text}, exit {orc}; {oload})")  # fmt: skip
+                      f"({ok_text}, exit {orc}; {oload}); per host {(c1 - c0) / args.hosts:.1f} SSH connections, "
+                      f"{(s1 - s0) / args.hosts:.1f} sessions")  # fmt: skip
                 orchs.append((ow, ocpu, orss))
             fw, ow = min(f[0] for f in floors), min(o[0] for o in orchs)
             fcpu, ocpu = min(f[1] for f in floors), min(o[1] for o in orchs)
@@ -185,6 +201,9 @@ def main() -> None:
                   f"orch peak RSS {orss:.0f} MB (target <= 300 MB at 1,000 hosts)")  # fmt: skip
     finally:
         bed.close()
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":

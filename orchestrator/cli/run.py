@@ -111,8 +111,9 @@ def run(
         telemetry_ms=telemetry_ms,
         concurrency=concurrency,
     )
-    ensure_open_files(concurrency)
-    progress = _progress(app, hosts, resume, enabled=not json_out, verbose=verbose)
+    names = _selected(app, hosts, resume)
+    ensure_open_files(concurrency, held_hosts=len(names))
+    progress = _progress(app, names, enabled=not json_out, verbose=verbose)
     runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
     try:
         with progress:
@@ -139,19 +140,21 @@ def run(
     raise typer.Exit(0 if outcome.status == "completed" else 1)
 
 
-def _progress(app: Any, selector: str | None, resume: str | None, *, enabled: bool, verbose: bool) -> Any:
+def _selected(app: Any, selector: str | None, resume: str | None) -> list[str]:
+    """The host names this run covers: the selection, or the resumed run's hosts."""
+    if resume is not None:
+        store = app.store()
+        return [h.host for h in store.get_run(store.resolve_run_id(resume)).host_runs]
+    return [h.name for h in app.inventory().select(selector)]
+
+
+def _progress(app: Any, names: list[str], *, enabled: bool, verbose: bool) -> Any:
     """Per-host bars for a few hosts or --verbose, else the fleet summary (one line per group)."""
     from orchestrator.cli.progress import FleetProgress
 
-    inv = app.inventory()
-    if resume is not None:
-        store = app.store()
-        names = [h.host for h in store.get_run(store.resolve_run_id(resume)).host_runs]
-    else:
-        names = [h.name for h in inv.select(selector)]
     if verbose or len(names) <= grouped.FEW_HOSTS:
         return render.RunProgress(enabled=enabled)
-    group = {h.name: h.group for h in inv.hosts}
+    group = {h.name: h.group for h in app.inventory().hosts}
     return FleetProgress({n: group.get(n, "?") for n in names}, enabled=enabled)
 
 
