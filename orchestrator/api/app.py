@@ -18,7 +18,20 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
 from orchestrator.api.deps import require_read
-from orchestrator.api.routes import compare, docs, health, hosts, logs, projections, results, runs, series, views, web
+from orchestrator.api.routes import (
+    changes,
+    compare,
+    docs,
+    health,
+    hosts,
+    logs,
+    projections,
+    results,
+    runs,
+    series,
+    views,
+    web,
+)
 from orchestrator.api.schemas import Detail
 from orchestrator.errors import IncomparableError, NotFoundError, OrchError, StoreError, UsageError
 from orchestrator.settings import Settings
@@ -85,7 +98,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
         return await call_next(request)
 
     api = APIRouter(prefix=API_PREFIX, dependencies=[Depends(require_read)], responses=_ERRORS)
-    for module in (hosts, runs, logs, results, series, compare, projections, views):
+    for module in (hosts, runs, logs, results, series, compare, changes, projections, views):
         api.include_router(module.router)
     app.include_router(api)
     app.include_router(health.router, responses=_ERRORS)

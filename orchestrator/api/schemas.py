@@ -282,3 +282,22 @@ class HostLogsOut(BaseModel):
 class RunLogsOut(BaseModel):
     run_id: str
     hosts: list[HostLogsOut]
+
+
+class ChangePointOut(_Out):
+    """A change point in one (suite, host, case, metric) series ordered by run start time (Apache Otava's
+    e-divisive means, docs/statistics.md)."""
+
+    suite: str
+    host: str
+    case_key: str
+    case: dict[str, Any]
+    metric: str
+    run_id: str = Field(description="the first run after the change")
+    run_started_at: datetime
+    position: int = Field(description="index of run_id in the series, from 0")
+    before: float = Field(description="mean of the series before the change (the metric's unit)")
+    after: float = Field(description="mean of the series from run_id on until the next change")
+    change: float | None = Field(description="after / before - 1")
+    p_value: float | None = Field(description="t-test p-value of the split")
+    detected_at: datetime

@@ -146,3 +146,28 @@ def check(
     else:
         render_regress.check_outcome(out)
     raise typer.Exit(1 if out.regression else 0)
+
+
+def changes(
+    ctx: typer.Context,
+    suite: Annotated[str, typer.Option("--suite", help="Suite whose history to scan.")],
+    metric: Annotated[str, typer.Option("--metric", help="Metric, e.g. time_ms.")] = "time_ms",
+    host: Annotated[str | None, typer.Option("--host", help="Only this host's series (default: every host).")] = None,
+    min_change: Annotated[
+        float, typer.Option("--min-change", min=0.0, help="Smallest relative change reported; default 0.02 (2%).")
+    ] = 0.02,
+    json_out: JsonOpt = False,
+) -> None:
+    """Change points over history: per host and case, the metric's median per run ordered by run start time,
+    scanned with Apache Otava (e-divisive means, t-test p <= 0.001); stored (replacing the earlier scan of those
+    series) for /api/v1/changes and the dashboard."""
+    from dataclasses import asdict
+
+    from orchestrator.store.changes_repo import detect_changes
+
+    app = app_context(ctx)
+    report = detect_changes(app.store(), suite, metric, host=host, min_change=min_change)
+    if json_out:
+        render.print_json(asdict(report))
+    else:
+        render_regress.changes_table(report)

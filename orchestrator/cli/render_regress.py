@@ -77,3 +77,27 @@ def check_outcome(out: Any) -> None:
         c.print(f"[red]regression confirmed[/red]: {n} of {of} slower case(s) reproduced")
     else:
         c.print("[green]no regression confirmed[/green]: no slower case reproduced on rerun")
+
+
+def changes_table(report: Any) -> None:
+    """``orch runs changes``: every change point found, per host and case, with the run after which it shows."""
+    from rich.table import Table
+
+    c = console()
+    if not report.changes:
+        c.print(
+            f"no change point in {report.series} series ({report.points} points) of {safe(report.suite)} "
+            f"{safe(report.metric)}"
+        )
+        return
+    t = Table(title=f"change points: {safe(report.suite)} {safe(report.metric)}", title_justify="left")
+    for col in ("host", "case", "from run", "started", "before", "after", "change", "p"):
+        t.add_column(col, justify="left" if col in ("host", "case", "from run", "started") else "right")
+    for x in report.changes:
+        t.add_row(
+            safe(x.host), safe(_case_text(x.case, ("seed",))), short_run_id(x.run_id),
+            x.run_started_at.strftime("%Y-%m-%d %H:%M"), f"{x.before:.4g}", f"{x.after:.4g}",
+            "-" if x.change is None else f"{x.change * 100:+.1f}%", "-" if x.p_value is None else f"{x.p_value:.1g}",
+        )  # fmt: skip
+    c.print(t)
+    c.print(f"{len(report.changes)} change point(s) in {report.series} series ({report.points} points); stored")

@@ -49,6 +49,7 @@ app.command("import")(runs_import.import_spool)
 app.command("rerun")(regress.rerun)
 app.command("check")(regress.check)
 app.command("plot")(runs_plot.plot)
+app.command("changes")(regress.changes)
 
 
 @contextmanager
