@@ -141,6 +141,7 @@ class HostDeploy:
     uploaded_bytes: int = 0
     home: str = ""
     python: str = ""
+    facts: dict[str, Any] | None = field(default=None, repr=False)  # the agent's host facts, when asked and present
 
     @property
     def agent_path(self) -> str:
@@ -175,15 +176,22 @@ async def _helper(t: Transport, host: Host, args: Sequence[str], timeout_s: floa
 
 
 async def deploy_host(
-    t: Transport, host: Host, *, build: Artifact | None = None, keep: int = DEFAULT_KEEP_BUILDS
+    t: Transport, host: Host, *, build: Artifact | None = None, keep: int = DEFAULT_KEEP_BUILDS, facts: bool = False
 ) -> HostDeploy:
-    """Make the host hold this orch's agent (and ``build``, switched to ``current``). Raises DeployError."""
+    """Make the host hold this orch's agent (and ``build``, switched to ``current``). Raises DeployError.
+
+    ``facts``: also read the host facts through the agent already on the host, in the same round trip (the
+    result's ``facts``; None when the agent had to be uploaded, so the caller asks the agent itself)."""
     agent = agent_artifact()
     args = ["ensure", "--agent-sha", agent.sha256, "--keep", str(keep)]
     if build is not None:
         args += ["--build-sha", build.sha256]
+    if facts:
+        args += ["--facts", *(["--orch-home", host.orch_home] if host.orch_home else [])]
     state = await _helper(t, host, args)
     out = HostDeploy(host.name, agent.sha256, "present", home=state["home"], python=state.get("python", ""))
+    if isinstance(state.get("facts"), dict):
+        out.facts = state["facts"]
     if state["agent"] != "present":
         await t.put(agent.path, f".orch/agent/{agent.sha256}/agent.pyz")
         out.agent, out.uploaded_bytes = "uploaded", agent.size_bytes

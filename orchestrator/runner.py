@@ -2,7 +2,8 @@
 
 Per host (all hosts in parallel, a failed host is a value):
 
-1. connect; ``deploy_host`` (one round trip when the agent is already there); ``agent facts``;
+1. connect; ``deploy_host`` with the host facts (one round trip when the agent is already there: the deploy
+   helper reads them through the verified agent; else the agent is uploaded and ``agent facts`` asked);
 2. resolve the suite's spec for that host (CUDA or not picks the default preset); check torch imports;
 3. ``agent start`` (detached on the host: it survives SSH dropping) and ``agent follow --from SEQ``;
 4. every whole line (``transport.lines``) → an event at its position (``ingest.line_event``: a seq that is not the
@@ -317,9 +318,15 @@ class _HostRun:
         obs.host_state(name, "connecting")
         t = await self.connect()
         obs.host_state(name, "deploying")
-        self.dep = await deploy_host(t, self.host)
-        self.facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts"])
+        self.dep = await deploy_host(t, self.host, facts=True)  # one round trip when the agent is there
+        if self.dep.facts is not None:
+            self.facts = self.dep.facts
+        else:
+            self.facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts", *self._home_opts()])
         return self.facts
+
+    def _home_opts(self) -> list[str]:
+        return ["--orch-home", self.host.orch_home] if self.host.orch_home else []
 
     async def prepare(self) -> tuple[RunSpec, dict[str, Any]]:
         """Gather the facts (unless done already), resolve the spec. Sets ``self.facts``."""

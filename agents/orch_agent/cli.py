@@ -10,7 +10,7 @@ stdout is the event stream, where they go to stderr.
 Every run command takes ``--orch-home DIR`` (default ``~/.orch``) and ``--host NAME`` (the inventory's name for
 this host, default the hostname): a run's files are in ``<orch home>/runs/<run_id>/<host>/`` (see ``runs.py``).
 
-- ``facts``: host facts (``sysinfo.collect``).
+- ``facts``: host facts (``sysinfo.collect``); the torch probe is reused from the host's cache (``--fresh``: probe).
 - ``start --spec FILE`` (``-``: read it from stdin; never on the command line, where ``ps`` shows it and Linux caps
   one argument at 128 KiB): create the run directory (0700, files 0600), write ``spec.json``, lease the node's
   GPUs (waiting up to the spec's ``lease_wait_s``), launch the worker detached (own session) holding the
@@ -92,7 +92,7 @@ def _existing_run(run_id: str, args: argparse.Namespace) -> RunDir:
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
-    _print(sysinfo.collect(args.orch_home))
+    _print(sysinfo.collect(args.orch_home, torch_cache=not args.fresh))
     return EXIT_OK
 
 
@@ -394,6 +394,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("facts", help="host facts as JSON")
     home(p)
+    p.add_argument(
+        "--fresh", action="store_true", help="probe torch now, not from this host's cached probe (a day old at most)"
+    )
     p.set_defaults(fn=cmd_facts)
     p = sub.add_parser("version", help="agent version, Python version, protocol version")
     home(p)  # accepted (and ignored) so every command takes the same common options

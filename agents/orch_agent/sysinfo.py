@@ -12,7 +12,8 @@ exactly these keys (sizes in bytes):
 - ``torch``: ``{ok, version, cuda_available, cuda_version, device_count, devices: [{name, total_memory_bytes,
   capability ("9.0")}], error}`` — probed in a child process of the same interpreter (60 s deadline) so a
   broken torch or CUDA driver cannot take this probe down; ``error`` is the exact exception text, e.g.
-  ``"No module named 'torch'"``.
+  ``"No module named 'torch'"``. ``cached_at`` (UNIX s) is set when the agent's ``facts`` answered from its torch
+  cache (see :func:`cached_torch_facts`), None when probed just now; ``orch doctor`` always probes.
 - ``nvidia_smi``: ``{found, rc, stdout, stderr, query}`` of
   ``nvidia-smi --query-gpu=<NVIDIA_SMI_FIELDS>,<FLEET_FIELDS> --format=csv`` (with its header line; parsed by
   the orchestrator), 30 s deadline; ``query`` is ``"fleet"``, or ``"base"`` when that failed without a row
@@ -61,6 +62,12 @@ XID_LINES_KEPT = 20
 TORCH_PROBE_TIMEOUT_S = 60.0
 NVIDIA_SMI_TIMEOUT_S = 30.0
 DEFAULT_ORCH_HOME = "~/.orch"
+TORCH_CACHE_MAX_AGE_S = 24 * 3600.0  # a successful probe is reused for a day at most (orch's choice)
+# Environment that changes what torch sees (devices, libraries, the modules it imports).
+TORCH_CACHE_ENV = (
+    "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CONDA_PREFIX",
+)
 
 # Runs in a child interpreter: prints one JSON object, whatever happens to torch.
 _TORCH_PROBE = r"""
@@ -99,6 +106,7 @@ def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
         "devices": [],
         "error": None,
         "nccl_version": None,
+        "cached_at": None,
     }
     try:
         # No torch at all: say so without paying for a child interpreter (same text as the ImportError).
@@ -132,6 +140,109 @@ def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
         return base
     base.update({k: doc.get(k, v) for k, v in base.items()})
     return base
+
+
+def _stat_key(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [path, st.st_ino, st.st_size, st.st_mtime_ns]
+
+
+def _read_text(path, limit=4096):
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read(limit)
+    except OSError:
+        return None
+
+
+def torch_cache_key():
+    """What a torch probe's answer depends on, as one sha256 hex string: this host and boot, the interpreter
+    (path, version, file identity), torch's installed files (``__init__.py``, ``version.py``), the NVIDIA driver
+    loaded (``/proc/driver/nvidia/version``), the ``/dev/nvidia*`` device nodes (MIG and GPU changes), the
+    user, and the environment variables in ``TORCH_CACHE_ENV``. None when torch is not importable (nothing to
+    cache)."""
+    import hashlib
+
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return None
+    tdir = os.path.dirname(spec.origin)
+    exe = os.path.realpath(sys.executable or "python3")
+    try:
+        devs = sorted(n for n in os.listdir("/dev") if n.startswith("nvidia"))
+    except OSError:
+        devs = []
+    doc = {
+        "host": socket.gethostname(),
+        "boot_id": _read_text("/proc/sys/kernel/random/boot_id"),
+        "uid": os.getuid() if hasattr(os, "getuid") else None,
+        "python": [exe, platform.python_version(), _stat_key(exe), sys.path],
+        "torch": [_stat_key(spec.origin), _stat_key(os.path.join(tdir, "version.py"))],
+        "driver": _read_text("/proc/driver/nvidia/version"),
+        "devices": devs,
+        "env": {k: os.environ.get(k) for k in TORCH_CACHE_ENV},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _torch_cache_path(home, key):
+    host = "".join(c if c.isalnum() or c in "-._" else "_" for c in socket.gethostname()) or "host"
+    return os.path.join(home, "cache", f"torch-{host}-{key[:24]}.json")
+
+
+def cached_torch_facts(home, max_age_s=TORCH_CACHE_MAX_AGE_S, now=None):
+    """The torch facts, from ``<home>/cache/torch-<host>-<key>.json`` when a successful probe with the same
+    :func:`torch_cache_key` is at most ``max_age_s`` old, else probed now (and cached when ``ok``). Importing
+    torch and initialising CUDA takes seconds on a GPU node, and ``orch run`` reads the facts on every run; a
+    failed probe is never cached, so a broken torch is seen the next time it is fixed. The cache lives in the
+    orch home (which may be an NFS home shared by hosts: the file name carries the host name, the key the boot)."""
+    import time
+
+    now = time.time() if now is None else now
+    key = torch_cache_key()
+    if key is None:
+        return _torch_facts()
+    path = _torch_cache_path(home, key)
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+        if doc.get("key") == key and 0 <= now - float(doc["probed_at"]) <= max_age_s and doc["torch"].get("ok"):
+            return {**doc["torch"], "cached_at": float(doc["probed_at"])}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        pass
+    out = _torch_facts()
+    if out.get("ok"):
+        _write_torch_cache(path, {"key": key, "probed_at": now, "torch": out})
+    return out
+
+
+def _write_torch_cache(path, doc):
+    """Atomic write (temporary file, rename), 0600; other caches of this host are removed. Never raises: a cache
+    that cannot be written only costs the next run a probe."""
+    d = os.path.dirname(path)
+    prefix = os.path.basename(path).rsplit("-", 1)[0] + "-"
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(d, mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(doc, f, sort_keys=True)
+        os.replace(tmp, path)
+        for name in os.listdir(d):
+            old = os.path.join(d, name)
+            if name.startswith(prefix) and name.endswith(".json") and old != path:
+                os.unlink(old)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
 
 
 def _run(argv, timeout_s=NVIDIA_SMI_TIMEOUT_S) -> dict:
@@ -329,8 +440,10 @@ def resolve_home(orch_home=None) -> str:
     return os.path.abspath(os.path.expanduser(orch_home or DEFAULT_ORCH_HOME))
 
 
-def collect(orch_home=None) -> dict:
-    """All host facts (see the module docstring). Never raises for a missing GPU, torch or nvidia-smi."""
+def collect(orch_home=None, torch_cache=False) -> dict:
+    """All host facts (see the module docstring). Never raises for a missing GPU, torch or nvidia-smi.
+    ``torch_cache``: answer the torch part from :func:`cached_torch_facts` (the agent's ``facts`` for a run);
+    False probes torch now (``orch doctor``)."""
     home = resolve_home(orch_home)
     uname = platform.uname()
     smi = _nvidia_smi()
@@ -340,7 +453,7 @@ def collect(orch_home=None) -> dict:
         "cpu_count": os.cpu_count(),
         "mem_total_bytes": _mem_total_bytes(),
         "python": {"executable": sys.executable, "version": platform.python_version()},
-        "torch": _torch_facts(),
+        "torch": cached_torch_facts(home) if torch_cache else _torch_facts(),
         "nvidia_smi": smi,
         "fleet": _fleet(smi),
         "disk": _disk(home),

@@ -42,7 +42,7 @@ class AppContext:
         from sqlalchemy.exc import ArgumentError
 
         from orchestrator.errors import ConfigError
-        from orchestrator.store import migrate
+        from orchestrator.store import schema_head
         from orchestrator.store.repo import Store
         from orchestrator.store.urls import redact_url
 
@@ -66,9 +66,13 @@ class AppContext:
                 )
             store = Store.from_url(url)
             try:
-                if is_sqlite:
+                if schema_head.at_head(store.engine):
+                    pass  # the everyday case, without importing Alembic
+                elif is_sqlite:
                     store.upgrade()  # serialized, refuses a newer schema
                 else:
+                    from orchestrator.store import migrate
+
                     migrate.check_at_head(store.engine)  # a server database is migrated by `orch db upgrade`
             except BaseException:
                 store.close()

@@ -6,7 +6,6 @@ import typer
 
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
-from orchestrator.store.repo import Store
 
 app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 
@@ -15,6 +14,8 @@ app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 def upgrade(ctx: typer.Context) -> None:
     """Create or migrate the schema to the latest revision (safe to run repeatedly)."""
     url = app_context(ctx).settings.db_url
+    from orchestrator.store.repo import Store  # lazy: SQLAlchemy only for the commands that open the store
+
     store = Store.from_url(url)
     try:
         store.upgrade()

@@ -8,8 +8,6 @@ import typer
 
 from orchestrator.cli import complete, grouped, render
 from orchestrator.cli.context import app_context
-from orchestrator.doctor import DoctorOptions, run_doctor_sync
-from orchestrator.fleet import view_of_reports
 from orchestrator.limits import ensure_open_files
 
 
@@ -33,6 +31,9 @@ def doctor(
     app = app_context(ctx)
     inv = app.inventory()
     ensure_open_files(concurrency)
+    from orchestrator.doctor import DoctorOptions, run_doctor_sync  # lazy: asyncssh and its crypto, ~0.2 s
+    from orchestrator.fleet import view_of_reports
+
     report = run_doctor_sync(inv, hosts, DoctorOptions(timeout_s=timeout, concurrency=concurrency))
     view = view_of_reports(report.hosts, {h.name: h.group for h in inv.hosts})
     if json_out:

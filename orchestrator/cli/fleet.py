@@ -8,8 +8,6 @@ import typer
 
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
-from orchestrator.doctor import DoctorOptions, run_doctor_sync
-from orchestrator.fleet import view_of_reports
 
 
 def fleet(
@@ -26,6 +24,9 @@ def fleet(
     NVLink, Xid, CPU governor ...); exit 1 when a host differs or a host could not be read."""
     app = app_context(ctx)
     inv = app.inventory()
+    from orchestrator.doctor import DoctorOptions, run_doctor_sync  # lazy: asyncssh and its crypto, ~0.2 s
+    from orchestrator.fleet import view_of_reports
+
     report = run_doctor_sync(inv, hosts, DoctorOptions(timeout_s=timeout))
     view = view_of_reports(report.hosts, {h.name: h.group for h in inv.hosts})
     if json_out:

@@ -7,7 +7,6 @@ from typing import Annotated
 
 import typer
 
-from orchestrator import trust
 from orchestrator.cli import complete, render
 from orchestrator.cli.context import app_context
 
@@ -66,6 +65,8 @@ def trust_host(
     ] = 10.0,
 ) -> None:
     """Fetch the host key offered by HOST and record it in known_hosts once you confirm its fingerprint."""
+    from orchestrator import trust  # lazy: asyncssh, ~0.2 s, only for the commands that talk SSH
+
     h = app_context(ctx).inventory().host(host)
     offer = asyncio.run(trust.fetch_offer(h, timeout_s=timeout))
     render.trust_offer(offer)

@@ -11,7 +11,6 @@ import typer
 from orchestrator.analysis.projection import ALLREDUCES_PER_LAYER, KERNELS_PER_LAYER
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
-from orchestrator.projection_service import ProjectRequest, run_projection
 
 
 def project(
@@ -46,6 +45,8 @@ def project(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """Project a measured MoE sweep onto another GPU; the formula and every input are printed with it."""
+    from orchestrator.projection_service import ProjectRequest, run_projection  # lazy: SQLAlchemy
+
     req = ProjectRequest(
         run=run,
         to=to,

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -18,7 +18,9 @@ from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.rundoc import run_document
 from orchestrator.store.records import RunFilter
-from orchestrator.store.repo import Store
+
+if TYPE_CHECKING:
+    from orchestrator.store.repo import Store
 
 app = typer.Typer(help="List, show and compare stored runs.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]

@@ -2,7 +2,7 @@
 
 Layout under ~/.orch:  agent/<sha>/agent.pyz   builds/<sha>/ (+ .complete holding the sha)   builds/current -> <sha>
 
-Usage: python3 -c SOURCE ensure --agent-sha SHA [--build-sha SHA] [--keep N]
+Usage: python3 -c SOURCE ensure --agent-sha SHA [--build-sha SHA] [--keep N] [--facts [--orch-home DIR]]
        python3 -c SOURCE install-build --build-sha SHA [--tarball NAME] [--keep N]
 Prints one JSON object; exit 0, or 1 with {"error": ..., "hint": ...}.
 
@@ -112,7 +112,21 @@ def cmd_ensure(args):
                 switch_current(args.build_sha)
             out["pruned"] = prune(args.keep, {args.build_sha})
     out["current_build"] = current_build()
+    if args.facts and agent == "present":
+        out["facts"] = agent_facts(agent_path, args.orch_home)
     return out
+
+
+def agent_facts(agent_path, orch_home):
+    """The host facts as the agent's own ``facts`` command gives them (its ``sysinfo.collect``, torch probe from
+    the host's cache), read from the agent.pyz just verified: one round trip for the runner's deploy check and
+    facts instead of two."""
+    sys.path.insert(0, agent_path)
+    try:
+        from orch_agent import sysinfo  # type: ignore[import-not-found]  # inside the agent zipapp
+    finally:
+        sys.path.remove(agent_path)
+    return sysinfo.collect(orch_home, torch_cache=True)
 
 
 def _normalized(name):
@@ -270,6 +284,8 @@ def main(argv):
     e.add_argument("--agent-sha", required=True)
     e.add_argument("--build-sha")
     e.add_argument("--keep", type=int, default=3)
+    e.add_argument("--facts", action="store_true", help="also the agent's host facts, when the agent is present")
+    e.add_argument("--orch-home", default=None, help="the orch home the facts describe (default ~/.orch)")
     i = sub.add_parser("install-build")
     i.add_argument("--build-sha", required=True)
     i.add_argument("--tarball")

@@ -33,9 +33,9 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from orchestrator.errors import SchemaTooNewError, StoreError
+from orchestrator.store.schema_head import migration_candidates, remember_head
 from orchestrator.store.urls import redact_url, scrub
 
-_PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # Waiting for another process's migration: 0002 moves ~1,000,000 result rows in minutes, so be generous.
 MIGRATION_LOCK_TIMEOUT_S = 900.0
 # pg_advisory_lock key (a signed 64-bit int): crc32 of a fixed name, so every orch version uses the same key.
@@ -46,12 +46,12 @@ _PG_POLL_S = 0.2
 def migrations_dir() -> Path:
     """The Alembic script location: ``orchestrator/migrations`` in an installed wheel, else the source tree's
     top-level ``migrations/``. Raises StoreError when neither holds an ``env.py`` (a broken install)."""
-    for candidate in (_PACKAGE_DIR / "migrations", _PACKAGE_DIR.parent / "migrations"):
+    wheel, source = migration_candidates()
+    for candidate in (wheel, source):
         if (candidate / "env.py").is_file():
             return candidate
     raise StoreError(
-        f"the database migrations are missing (looked in {_PACKAGE_DIR / 'migrations'} and "
-        f"{_PACKAGE_DIR.parent / 'migrations'})",
+        f"the database migrations are missing (looked in {wheel} and {source})",
         "reinstall orch (pipx install . / pip install .); a wheel carries them as orchestrator/migrations",
     )
 
@@ -64,8 +64,13 @@ def alembic_config() -> Config:
 
 @functools.cache
 def _script() -> ScriptDirectory:
-    """The scripts, read once per process (``/healthz`` asks on every probe)."""
-    return ScriptDirectory.from_config(alembic_config())
+    """The scripts, read once per process (``/healthz`` asks on every probe); their head is recorded for
+    ``schema_head.at_head``, the everyday check that needs no Alembic."""
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
+    if head is not None:
+        remember_head(head)
+    return script
 
 
 def head_revision() -> str | None:
@@ -125,7 +130,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     lock is not free within MIGRATION_LOCK_TIMEOUT_S.
     """
     cfg = alembic_config()
-    script = ScriptDirectory.from_config(cfg)
+    script = _script()
     try:
         with _sqlite_file_lock(engine), engine.connect() as conn, _pg_advisory_lock(conn):
             heads = MigrationContext.configure(conn).get_current_heads()

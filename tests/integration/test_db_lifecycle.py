@@ -298,3 +298,36 @@ def test_serve_on_an_unreachable_database_answers_503_and_logs_without_the_passw
     assert "orch results API on http://127.0.0.1:" in err  # the banner ...
     assert "/healthz: cannot read the database's schema revision" in err  # ... and the reason, in the log
     _assert_no_secret(out + err + health.text + runs.text)
+
+
+# -- the everyday schema check needs no Alembic -------------------------------------------------------------
+
+
+def test_a_database_at_head_is_checked_without_importing_alembic(db_url: str, tmp_path: Path) -> None:
+    first = _orch(db_url, tmp_path, "db", "upgrade")  # asks Alembic, records its head in the cache
+    assert first.returncode == 0, first.stdout + first.stderr
+    cached = list((tmp_path / "cache" / "orch").glob("schema-head-*.json"))
+    assert len(cached) == 1 and migrate.head_revision() in cached[0].read_text()
+    env = _env(db_url, tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "orchestrator", "runs", "list", "--json"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "sqlalchemy" in imported and "alembic" not in imported
+
+
+def test_a_stale_or_wrong_cache_falls_back_to_alembic(db_url: str, tmp_path: Path) -> None:
+    assert _orch(db_url, tmp_path, "db", "upgrade").returncode == 0
+    (cache,) = (tmp_path / "cache" / "orch").glob("schema-head-*.json")
+    # A cache that names another head (e.g. a hand-edited file): the database is not "at head" by it, so the
+    # full check runs and passes, and rewrites the cache with Alembic's answer.
+    cache.write_text(cache.read_text().replace(migrate.head_revision() or "", "0001_initial_schema"))
+    res = _orch(db_url, tmp_path, "runs", "list", "--json")
+    assert res.returncode == 0, res.stderr
+    assert migrate.head_revision() in cache.read_text()
+    # A newer stamp with a cache present still gets the one clear line and exit 2.
+    _stamp_future(db_url)
+    res = _orch(db_url, tmp_path, "runs", "list")
+    assert res.returncode == 2 and "written by a newer orch" in res.stderr
