@@ -182,7 +182,9 @@ def torch_cache_key():
         "host": socket.gethostname(),
         "boot_id": _read_text("/proc/sys/kernel/random/boot_id"),
         "uid": os.getuid() if hasattr(os, "getuid") else None,
-        "python": [exe, platform.python_version(), _stat_key(exe), sys.path],
+        # sys.path without its first entry: the script's own place (the agent.pyz, or '' under -c) is not where
+        # torch comes from, and the agent's facts and the deploy helper must share one cache
+        "python": [exe, platform.python_version(), _stat_key(exe), sys.path[1:]],
         "torch": [_stat_key(spec.origin), _stat_key(os.path.join(tdir, "version.py"))],
         "driver": _read_text("/proc/driver/nvidia/version"),
         "devices": devs,
