@@ -79,7 +79,7 @@ def run(
         bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
     ] = False,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once (default 64).")
+        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once.")
     ] = 64,
     verbose: Annotated[
         bool,
@@ -193,7 +193,7 @@ def deploy(
         bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
     ] = False,
     concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once (default 64).")
+        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once.")
     ] = 64,
 ) -> None:
     """Push the agent (and an engine build) to the hosts, content-addressed and verified by sha256."""
