@@ -6,6 +6,8 @@
 # end over SSH: doctor (first with the login python3, which lacks torch), deploy, hbm-bandwidth, moe-sweep
 # (kimi-k2, bf16, M=1..4096), runs show --json, and the API's /series. Everything lands in $OUT/h200-run.tar.gz.
 # `scripts/gpu-testbed-run.sh decode`: the same set-up, then the built-in decode suite (kimi-k2 preset) only.
+# `scripts/gpu-testbed-run.sh telemetry` (issues 15, 21): moe-sweep kimi-k2 bf16 with and without GPU telemetry,
+# alternated PAIRS times (default 3), and the inner loop (orch run of a one-case echo suite) timed on the GPU host.
 # `scripts/gpu-testbed-run.sh multigpu` (on a kind with several GPUs): doctor (every GPU with its UUID), allreduce,
 # moe-sweep-ep (experts sharded over all GPUs) and moe-sweep on one GPU for the per-GPU comparison.
 # `scripts/gpu-testbed-run.sh quant` (issue 13): hbm-bandwidth, moe-sweep kimi-k2 in bf16, fp8 and int4, the
@@ -81,6 +83,41 @@ if [ "$mode" = quant ]; then
   nvidia-smi > "$work/nvidia-smi.txt" 2>&1
   mkdir -p "$work/spool" && cp -r ~/.orch/runs/* "$work/spool/" 2>/dev/null
   tar czf "$out/h200-quant.tar.gz" -C "$work" .
+  cp "$log" "$out/console.txt"
+  exit 0
+fi
+if [ "$mode" = telemetry ]; then
+  # Issue 15: the same kimi-k2 bf16 sweep with GPU telemetry (--telemetry-ms 100) and without (0), alternated
+  # PAIRS times (default 3), to measure the sampling's cost; runs show of a telemetry run; the spools kept.
+  # Issue 21: the inner loop on a real GPU host: orch run of a one-case echo suite, first run (torch probed)
+  # then cached runs, wall time each.
+  run hosts trust h200-0 --fingerprint "$fp"
+  sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
+  $ORCH doctor --hosts h200 --json > "$work/doctor.json" 2>>"$log"
+  mkdir -p "$work/suites"
+  printf '%s\n' 'name: echo' 'description: one echo' "command: [\"echo\", '{{\"v\": 1}}']" 'params: {}' \
+    'parser: json' 'metrics:' '  v: {unit: ms}' > "$work/suites/echo.yaml"
+  rm -rf ~/.orch/cache
+  for i in 1 2 3 4 5 6; do
+    t0=$(date +%s.%N); $ORCH run echo --hosts h200 --suite-dir "$work/suites" > /dev/null 2>>"$log"; rc=$?
+    t1=$(date +%s.%N); echo "inner loop run $i: exit $rc, $($PY -c "print(round($t1 - $t0, 3))") s" | tee -a "$log" "$work/inner-loop.txt"
+  done
+  step() { say "orch $*"; timeout "${STEP_TIMEOUT:-240}" $ORCH "$@" 2>&1 | tee -a "$log"; echo "exit ${PIPESTATUS[0]}" | tee -a "$log"; }
+  for i in $(seq 1 "${PAIRS:-3}"); do
+    step run moe-sweep --hosts h200 --preset kimi-k2 --telemetry-ms 100 --label "telemetry on $i" ${MOE_ARGS:-}
+    step run moe-sweep --hosts h200 --preset kimi-k2 --telemetry-ms 0 --label "telemetry off $i" ${MOE_ARGS:-}
+  done
+  $ORCH runs list --json > "$work/runs.json" 2>>"$log"
+  for rid in $($PY -c 'import json,sys; print(" ".join(r["id"] for r in json.load(open(sys.argv[1]))["items"]))' "$work/runs.json"); do
+    $ORCH runs show "$rid" --json > "$work/run-$rid.json" 2>>"$log"
+  done
+  on=$($PY -c 'import json,sys; print([r["id"] for r in json.load(open(sys.argv[1]))["items"] if r.get("label")=="telemetry on 1"][0])' "$work/runs.json")
+  off=$($PY -c 'import json,sys; print([r["id"] for r in json.load(open(sys.argv[1]))["items"] if r.get("label")=="telemetry off 1"][0])' "$work/runs.json")
+  run runs show "$on"
+  run runs compare "$off" "$on"
+  nvidia-smi > "$work/nvidia-smi.txt" 2>&1
+  mkdir -p "$work/spool" && cp -r ~/.orch/runs/* "$work/spool/" 2>/dev/null
+  tar czf "$out/h200-telemetry.tar.gz" -C "$work" .
   cp "$log" "$out/console.txt"
   exit 0
 fi
