@@ -28,6 +28,8 @@ A suite file::
       decode_tput: {path: median_decode_throughput}
     references:                            # host group (or "*") -> metric -> bound
       b300: {decode_tput: ">= 1000 tok/s"}
+    plot: [decode_tput]                    # headline metrics for the dashboard and `orch runs plot`
+                                           # (default: every metric above; parameters are never plotted)
     presets:
       quick: {description: "one batch size", values: {batch: [1]}}
 
@@ -60,7 +62,7 @@ from orchestrator.suites.command import (
     parse_bound,
     placeholders,
 )
-from orchestrator.suites.registry import RUN_PARAMS, Param, ParamType, ParamValue, Preset, Registry, SuiteDef
+from orchestrator.suites.registry import RUN_PARAMS, Param, ParamType, ParamValue, Plot, Preset, Registry, SuiteDef
 from orchestrator.suites.registry import builtin_registry as _builtin_registry
 from orchestrator.suites.registry import run_params as _run_params
 
@@ -70,7 +72,7 @@ RESERVED = frozenset({*RUN_PARAMS, *CASE_COMMAND_KEYS, *BUILTIN_PLACEHOLDERS})
 AGENT_METRICS = {"wall_ms": "ms"}  # what the agent's command bench itself measures
 TOP_KEYS = (
     "name, description, command, params, grid, sweep, timeout_s, repeat, warmup, env, parser, metrics, "
-    "references, presets, max_failed_requests"
+    "references, presets, max_failed_requests, plot"
 )
 _TYPES: dict[str, ParamType] = {"int": "int", "float": "float", "str": "str", "list": "int-list"}
 
@@ -141,6 +143,7 @@ class SuiteFile(BaseModel):
     references: dict[str, dict[str, str]] = Field(default_factory=dict)
     presets: dict[str, PresetSpec] = Field(default_factory=dict)
     max_failed_requests: str = "1%"
+    plot: list[str] | None = None
 
     @field_validator("parser", mode="before")
     @classmethod
@@ -283,6 +286,11 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
                     f"write the bound in {units[metric]}",
                 )
             references[group][metric] = bound
+    plots: list[Plot] = []
+    for i, name in enumerate(spec.plot or []):
+        if name not in units:
+            raise w.error(("plot", i), f"no metric {name!r} in this suite", f"metrics: {', '.join(units)}")
+        plots.append(Plot(name))
     command = CommandSuite(
         source=w.path,
         argv=tuple(spec.command),
@@ -308,6 +316,7 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
             presets=presets,
             sweep=sweep,
             command=command,
+            plots=tuple(plots),
         )
         if grid is not None:
             command.cases({p.name: p.default for p in params})

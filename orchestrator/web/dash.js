@@ -294,9 +294,22 @@ async function comparePage(q, stale) {
     return;
   }
   const [base, head] = await Promise.all([get("/resolve", { ref: baseRef }), get("/resolve", { ref: headRef })]);
-  const [c, fb, fh] = await Promise.all([get("/compare", { base: base.id, head: head.id, metric: q.get("metric") || "" }),
-    get(`/runs/${base.id}/flags`), get(`/runs/${head.id}/flags`)]);
+  const [c, fb, fh, first] = await Promise.all([get("/compare", { base: base.id, head: head.id, metric: q.get("metric") || "" }),
+    get(`/runs/${base.id}/flags`), get(`/runs/${head.id}/flags`), get(`/runs/${base.id}/results`, { limit: 1, status: "ok" })]);
   if (stale()) return;
+  // the selection (base, head, metric) is the URL: changing it recomputes through the API
+  const pick = el("form", { id: "compare-form", class: "filters" },
+    el("label", {}, "base ", el("input", { name: "base", value: baseRef, size: 12 })),
+    el("label", {}, "head ", el("input", { name: "head", value: headRef, size: 12 })),
+    el("label", {}, "metric ", el("select", { name: "metric" }, Object.keys((first.items[0] || {}).metrics || {})
+      .map((m) => el("option", { value: m, selected: m === c.metric }, m)))),
+    el("button", { type: "submit" }, "Compare"),
+    el("button", { type: "button", id: "swap", onclick: () => { setQuery({ base: headRef, head: baseRef }); route(); } }, "swap base/head"));
+  pick.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const d = new FormData(pick);
+    setQuery({ base: d.get("base").trim(), head: d.get("head").trim(), metric: d.get("metric") }); route();
+  });
   const byHost = c.paired_on === "host+case";
   const marks = (flags, side) => {
     const m = new Map();
@@ -308,9 +321,9 @@ async function comparePage(q, stale) {
   const tb = el("tbody");
   for (const k of c.cases) {
     const key = (byHost ? k.host : "*") + "\u0000" + k.case_key;
-    const flags = [mb.get(key), mh.get(key), ...(k.warnings || [])].filter(Boolean);
+    const flags = [mb.get(key), mh.get(key), ...(k.warnings || []), k.noisy ? "noisy: the p10–p90 spread is as large as the change" : null].filter(Boolean);
     if (mb.has(key) || mh.has(key)) marked++;
-    tb.append(el("tr", { class: flags.length ? "flagged" : null }, el("td", {}, k.host || "*"), el("td", {}, caseText(k.case)),
+    tb.append(el("tr", { class: mb.has(key) || mh.has(key) ? "flagged" : k.noisy ? "noisy" : null }, el("td", {}, k.host || "*"), el("td", {}, caseText(k.case)),
       el("td", { class: "num" }, fmt(k.base)), el("td", { class: "num" }, fmt(k.head)),
       el("td", { class: "num" }, k.ratio == null ? "-" : k.ratio.toFixed(3)),
       el("td", { class: VERDICT_CLASS[k.verdict] || "" }, k.verdict),
@@ -319,7 +332,7 @@ async function comparePage(q, stale) {
       el("td", { class: "marks" }, flags.length ? "⚠ " + flags.join("; ") : "")));
   }
   const name = (r) => `${r.label ? r.label + " " : ""}(${shortId(r.id)})`;
-  $("view").replaceChildren(el("section", {},
+  $("view").replaceChildren(el("section", {}, pick,
     el("h2", { id: "compare-title" }, `Compare ${c.metric}${c.unit ? " (" + c.unit + ")" : ""}: head ${c.head} / base ${c.base}`),
     el("p", { id: "compare-names" }, "base ", link(`/runs/${shortId(base.id)}`, name(base)), " · head ", link(`/runs/${shortId(head.id)}`, name(head)),
       ` · suite ${base.suite} · `, link(`/runs/${shortId(base.id)}?with=${shortId(head.id)}`, "plot both")),

@@ -218,6 +218,23 @@ def test_compare_page_is_the_apis_comparison_with_flags(
     regressions = [i for i, c in enumerate(api["cases"]) if c["verdict"] == "regression"]
     assert regressions and all(rows.nth(i).locator("td").nth(5).get_attribute("class") == "worse" for i in regressions)
     assert page.locator(".notice.flagged").inner_text().startswith("head: 2 case(s) ran throttled or on a shared GPU")
+
+    # another metric: the URL changes and the API recomputes; swapping base and head inverts the ratios
+    page.select_option("#compare-form select[name=metric]", "gbps")
+    page.click("#compare-form button[type=submit]")
+    page.wait_for_url("**metric=gbps")
+    ready(page)
+    gbps = httpx.get(f"{url}/api/v1/compare", timeout=30,
+                     params={"base": seeded["base"], "head": seeded["head"], "metric": "gbps"}).json()  # fmt: skip
+    assert page.locator("#compare-title").inner_text().startswith("Compare gbps (GB/s): ")
+    assert page.locator("#compare-summary").inner_text().startswith(f"geometric mean head/base {gbps['geomean']:.3f} ")
+    page.click("#swap")
+    ready(page)
+    assert page.locator("#compare-title").inner_text() == \
+        f"Compare gbps (GB/s): head {seeded['base']} / base {seeded['head']}"  # fmt: skip
+    page.go_back()
+    ready(page)
+    assert page.locator("#compare-title").inner_text().endswith(f"head {seeded['head']} / base {seeded['base']}")
     assert page.errors == []
 
 

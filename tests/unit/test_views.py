@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from orchestrator.analysis.views import HostIn, RowIn, RunIn, build_views, fmt_bytes, x_axis
-from orchestrator.errors import UsageError
+from orchestrator.errors import SuiteError, UsageError
+from orchestrator.suites.loader import load_registry, parse_suite
 from orchestrator.suites.registry import get_suite
 
 
@@ -107,3 +108,34 @@ def test_doubling_sweeps_get_log_axes_with_round_labels() -> None:
     assert m.log and m.ticktext[-1] == "4096" and "1024" in m.ticktext and m.title == "M, tokens per call (log2)"
     assert not x_axis("M", [1.0, 2.0, 4.0]).log
     assert fmt_bytes(32768) == "32 KiB" and fmt_bytes(1.5 * 2**20) == "1.5 MiB"
+
+
+YAML = """\
+name: serving
+description: d
+command: ["{build}/bin/bench", "--c", "{concurrency}"]
+params:
+  concurrency: {type: list, default: [1, 4, 16, 64], help: "requests in flight"}
+parser: sglang-serving
+metrics:
+  output_throughput: {}
+  median_itl_ms: {}
+plot: [median_itl_ms]
+"""
+
+
+def test_yaml_suites_declare_their_plots_and_a_wrong_name_is_a_file_line_error() -> None:
+    sd = parse_suite(YAML, "serving.yaml")
+    rows = [RowIn(host="h", case={"concurrency": c},
+                  metrics={"output_throughput": _m(100.0 * c, "tok/s"), "median_itl_ms": _m(5.0, "ms")})
+            for c in (1, 4, 16, 64)]  # fmt: skip
+    [view] = build_views([RunIn(run_id="r", label=None, suite="serving", hosts=[], rows=rows)], sd).views
+    assert (view.metric, view.x, view.x_axis.log) == ("median_itl_ms", "concurrency", True)
+    undeclared = parse_suite(YAML.replace("plot: [median_itl_ms]\n", ""), "serving.yaml")
+    plotted = build_views([RunIn(run_id="r", label=None, suite="serving", hosts=[], rows=rows)], undeclared).views
+    assert [v.metric for v in plotted] == ["output_throughput", "median_itl_ms"]  # its declared metrics
+    with pytest.raises(SuiteError, match=r"serving.yaml:10: plot\[1\]: no metric 'concurrency' in this suite"):
+        parse_suite(YAML.replace("plot: [median_itl_ms]", "plot: [median_itl_ms, concurrency]"), "serving.yaml")
+    shipped = load_registry().get("sglang-one-batch")
+    assert [p.metric for p in shipped.plots] == ["median_decode_throughput", "median_decode_latency",
+                                                 "prefill_throughput"]  # fmt: skip
