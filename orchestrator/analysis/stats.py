@@ -39,8 +39,10 @@ BandSource = Literal["calibration", "within-run"]
 
 ALPHA = 0.05  # false discovery rate across one comparison's cases (Benjamini & Hochberg 1995)
 CONFIDENCE = 0.95  # bootstrap interval level
-N_RESAMPLES = 2000  # bootstrap draws; the interval's ends move by < 0.5% of the ratio between seeds at n >= 10
+N_RESAMPLES = 1000  # bootstrap draws (Efron & Tibshirani 1993, ch. 19: ~1000 for percentile intervals)
 SEED = 0  # bootstrap generator seed: reruns of a comparison give identical intervals
+BOOTSTRAP_BATCH = 100  # resamples drawn at a time; fixed, so a case's draws never depend on the other cases
+MWU_EXACT_MAX = 8  # SciPy's mannwhitneyu 'auto': asymptotic when both samples exceed 8, else exact unless ties
 MIN_SAMPLES = 3  # fewer samples per side: no test (Mann-Whitney's smallest two-sided p at 3 vs 3 is 0.1)
 WITHIN_RUN_QUANTILES = (0.10, 0.90)  # the within-run spread: half the p10-p90 width relative to the median
 
@@ -130,45 +132,84 @@ def compare_samples(
     """Statistics of one case from its raw samples (any unit, both sides the same). The call uses the p-value
     alone (no multiple-comparison adjustment); ``call_cases`` adjusts a whole comparison. Raises ValueError for
     ``confidence`` outside (0, 1) or a negative ``band``."""
+    return compare_many(
+        [(base, head, band, band_source)], direction=direction, confidence=confidence, n_resamples=n_resamples,
+        seed=seed,
+    )[0]  # fmt: skip
+
+
+CaseInput = tuple[Sequence[float], Sequence[float], float, BandSource]  # base samples, head samples, band, source
+
+
+def compare_many(
+    cases: Sequence[CaseInput],
+    *,
+    direction: Literal["lower", "higher"] | None = "lower",
+    confidence: float = CONFIDENCE,
+    n_resamples: int = N_RESAMPLES,
+    seed: int = SEED,
+) -> list[CaseStats]:
+    """``compare_samples`` for many cases at once, in order. Cases with the same sample counts go to SciPy as
+    one 2-D array (``mannwhitneyu`` and ``bootstrap`` along ``axis=-1``): the per-call overhead is paid once per
+    group, not per case. Each group's bootstrap draws come from a generator seeded with ``seed`` and are the
+    same for every case of the group (SciPy resamples all slices with one index array), so a case's interval
+    depends only on its samples, ``seed`` and its sample counts — never on the other cases compared."""
     from scipy import stats
 
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    if band < 0:
-        raise ValueError(f"band must be >= 0, got {band}")
-    b, h = _clean(base), _clean(head)
-    na = CaseStats(None, None, None, None, None, band, band_source, "n/a", int(b.size), int(h.size))
-    if b.size < MIN_SAMPLES or h.size < MIN_SAMPLES:
-        return na
-    mb, mh = float(np.median(b)), float(np.median(h))
-    if mb <= 0 or mh <= 0:
-        return na
-    ratio = mh / mb
-    with warnings.catch_warnings():
-        # identical samples on both sides: SciPy warns that the test and the interval are degenerate
-        warnings.simplefilter("ignore", RuntimeWarning)
-        if np.ptp(np.concatenate([b, h])) == 0:
-            p = 1.0
-        else:
-            p = float(stats.mannwhitneyu(h, b, alternative="two-sided").pvalue)
-        if np.ptp(b) == 0 and np.ptp(h) == 0:
-            lo = hi = ratio
-        else:
+    out: list[CaseStats | None] = [None] * len(cases)
+    groups: dict[tuple[int, int], list[int]] = {}
+    clean: list[tuple[Any, Any]] = []
+    for i, (base, head, band, source) in enumerate(cases):
+        if band < 0:
+            raise ValueError(f"band must be >= 0, got {band}")
+        b, h = _clean(base), _clean(head)
+        clean.append((b, h))
+        na = CaseStats(None, None, None, None, None, band, source, "n/a", int(b.size), int(h.size))
+        if b.size < MIN_SAMPLES or h.size < MIN_SAMPLES or np.median(b) <= 0 or np.median(h) <= 0:
+            out[i] = na
+            continue
+        groups.setdefault((int(b.size), int(h.size)), []).append(i)
+    for idx in groups.values():
+        bs = np.stack([clean[i][0] for i in idx])
+        hs = np.stack([clean[i][1] for i in idx])
+        ratios = np.median(hs, axis=-1) / np.median(bs, axis=-1)
+        with warnings.catch_warnings():
+            # identical samples: SciPy warns that the test's variance or the interval is degenerate
+            warnings.simplefilter("ignore", RuntimeWarning)
+            if min(bs.shape[1], hs.shape[1]) > MWU_EXACT_MAX:  # SciPy's 'auto' is asymptotic for every case
+                ps = np.asarray(stats.mannwhitneyu(hs, bs, alternative="two-sided", axis=-1).pvalue, dtype=float)
+            else:  # 'auto' picks exact or asymptotic by ties, judged over the whole array: one case at a time
+                one = [stats.mannwhitneyu(y, x, alternative="two-sided").pvalue for x, y in zip(bs, hs, strict=True)]
+                ps = np.asarray(one, dtype=float)
             res = stats.bootstrap(
-                (b, h),
+                (bs, hs),
                 _ratio_of_medians,
                 vectorized=True,
                 paired=False,
+                axis=-1,
                 n_resamples=n_resamples,
+                batch=BOOTSTRAP_BATCH,
                 confidence_level=confidence,
                 method="percentile",
                 rng=np.random.default_rng(seed),
             )
-            lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        lo = hi = ratio
-    st = CaseStats(ratio, lo, hi, p, None, band, band_source, "n/a", int(b.size), int(h.size))
-    return replace(st, call=call_case(st, direction, p, ALPHA))
+        lows = np.atleast_1d(np.asarray(res.confidence_interval.low, dtype=float))
+        highs = np.atleast_1d(np.asarray(res.confidence_interval.high, dtype=float))
+        for j, i in enumerate(idx):
+            b, h = clean[i]
+            _, _, band, source = cases[i]
+            ratio = float(ratios[j])
+            p = float(ps[j]) if math.isfinite(ps[j]) else 1.0  # all samples equal: no evidence of a change
+            if np.ptp(np.concatenate([b, h])) == 0:
+                p = 1.0
+            lo, hi = float(lows[j]), float(highs[j])
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                lo = hi = ratio  # every resample gave the same ratio (constant samples)
+            st = CaseStats(ratio, lo, hi, p, None, band, source, "n/a", int(b.size), int(h.size))
+            out[i] = replace(st, call=call_case(st, direction, p, ALPHA))
+    return [x for x in out if x is not None]
 
 
 def underpowered(n_base: int, n_head: int, alpha: float = ALPHA) -> bool:

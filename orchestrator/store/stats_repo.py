@@ -179,16 +179,20 @@ def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) ->
         if c.aa_spread is not None
     }
     direction = metric_direction(cmp.metric, cmp.unit or "")
-    per_case: list[stats.CaseStats | None] = []
-    for c in cmp.cases:
+    inputs: list[stats.CaseInput] = []
+    where: list[int] = []  # index into cmp.cases of each input
+    for i, c in enumerate(cmp.cases):
         key = (c.host, c.case_key)
         b, h = base.get(key, []), head.get(key, [])
         if not b or not h:
-            per_case.append(None)
             continue
         calibrated = cal.get((c.host, c.case_key)) if c.host is not None else None
         band, source = stats.noise_band(b, h, calibrated)
-        per_case.append(stats.compare_samples(b, h, band=band, band_source=source, direction=direction, seed=seed))
+        inputs.append((b, h, band, source))
+        where.append(i)
+    per_case: list[stats.CaseStats | None] = [None] * len(cmp.cases)
+    for i, one in zip(where, stats.compare_many(inputs, direction=direction, seed=seed), strict=True):
+        per_case[i] = one
     tested = [x for x in per_case if x is not None]
     if not tested:
         return replace(cmp, noise_floor="no raw samples stored; p10/p90 only")

@@ -139,3 +139,18 @@ def test_three_against_three_samples_cannot_be_called() -> None:
     assert (st.ratio, st.p_value, st.call) == (0.5, pytest.approx(0.1), "n/a")
     out = stats.call_cases([st, stats.compare_samples([1.0] * 3 + [1.1], [2.0] * 3 + [2.1])], "lower")
     assert out[0].q_value is None and out[1].q_value == out[1].p_value and out[1].call == "slower"
+
+
+def test_many_cases_at_once_equal_each_case_alone() -> None:
+    """compare_many batches cases by sample counts; a case's figures never depend on the others."""
+    rng = np.random.default_rng(10)
+    cases: list[stats.CaseInput] = [
+        (_normal(rng, 1.0, 0.01, 20), _normal(rng, 1.0 + 0.01 * (i % 7), 0.01, 20), 0.01, "within-run")
+        for i in range(30)
+    ]
+    cases += [(list(np.round(_normal(rng, 1.0, 0.01, 5), 2)), _normal(rng, 1.1, 0.01, 6), 0.02, "calibration")
+              for _ in range(5)]  # fmt: skip
+    cases.append(([1.0, 2.0], [1.0, 2.0, 3.0], 0.0, "within-run"))
+    together = stats.compare_many(cases)
+    alone = [stats.compare_samples(b, h, band=band, band_source=src) for b, h, band, src in cases]
+    assert together == alone and together[-1].call == "n/a"
