@@ -3,7 +3,7 @@
 # environment in .venv with orch, its dev tools (transformers among them) and the CPU build of torch (the local host
 # runs suites on CPU).
 # Usage: scripts/setup.sh [--system]   --system also installs the test bed's Debian packages
-# (openssh-server, postgresql, docker-compose, stress-ng).
+# (openssh-server, postgresql, docker-compose, stress-ng, slurm-wlm, slurmdbd, munge, mariadb-server).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_system=${1:-}
@@ -19,6 +19,11 @@ if [ "$want_system" = "--system" ]; then
   command -v pgrep >/dev/null || need+=(procps)
   command -v stress-ng >/dev/null || need+=(stress-ng)  # scripts/stress-e2e.sh: the e2e tests with both cores busy
   [ -x /usr/bin/chromium ] || need+=(chromium)  # the dashboard's browser test (Playwright drives Debian's chromium)
+  # a real single-node Slurm 22.05 with accounting for the Slurm tests (tests/plugins/slurm.py)
+  command -v slurmctld >/dev/null || need+=(slurm-wlm)
+  command -v slurmdbd >/dev/null || need+=(slurmdbd)
+  command -v munged >/dev/null || need+=(munge)
+  command -v mariadbd >/dev/null || need+=(mariadb-server)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
