@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from orchestrator import yamllines
 from orchestrator.errors import InventoryError, SelectionError
+from orchestrator.slurm.config import SLURM_KEYS, SlurmGroup, SlurmOptions
 
 HOST_KEYS = (
     "address",
@@ -93,6 +94,9 @@ class GroupSpec(BaseModel):
 
     vars: HostVars = Field(default_factory=HostVars)
     hosts: dict[str, HostVars | None] = Field(default_factory=dict)
+    slurm: SlurmOptions | None = None  # a Slurm group (orchestrator/slurm/config.py): no hosts, a login
+    login: str | None = None
+    agent_dir: str | None = None
 
 
 class InventorySpec(BaseModel):
@@ -158,6 +162,11 @@ class Inventory:
     hosts: tuple[Host, ...]
     groups: dict[str, tuple[str, ...]]
     suite_dir: str | None = None
+    slurm: dict[str, SlurmGroup] = field(default_factory=dict)  # Slurm groups by name (they list no hosts)
+
+    def slurm_group(self, selector: str | None) -> SlurmGroup | None:
+        """The Slurm group ``selector`` names (exactly one group name), else None."""
+        return self.slurm.get((selector or "").strip())
 
     def host(self, name: str) -> Host:
         for h in self.hosts:
@@ -183,6 +192,11 @@ class Inventory:
             term = raw.strip()
             if not term:
                 continue
+            if term in self.slurm:
+                raise SelectionError(
+                    f"--hosts {selector!r}: {term!r} is a Slurm group, whose hosts are the nodes Slurm allocates",
+                    f"select it alone: --hosts {term}",
+                )
             matched = self._match_term(term)
             if not matched:
                 raise SelectionError(
@@ -216,10 +230,19 @@ def _fix_for(err: dict[str, Any]) -> str:
             "build_dir was removed (it never had an effect): builds are unpacked, content-addressed, under "
             "~/.orch/builds on each host; delete the key"
         )
+    if len(err["loc"]) >= 3 and err["loc"][-2] == "slurm":
+        if kind == "extra_forbidden":
+            return f"unknown key {key!r}; a group's slurm: takes {', '.join(SLURM_KEYS)}"
+        if key in ("nodes", "gpus_per_node"):
+            return f"{key} must be a whole number (nodes >= 1, gpus_per_node >= 0), e.g. {key}: 2"
+        return "see the Slurm group shape in docs/slurm.md"
     if kind == "extra_forbidden":
         if len(err["loc"]) >= 2 and err["loc"][-2] in ("vars", "defaults") or len(err["loc"]) >= 4:
             return f"unknown key {key!r}; host keys are: {', '.join(HOST_KEYS)}"
-        return f"unknown key {key!r}; top-level keys are: defaults, groups, suite_dir; a group has vars and hosts"
+        return (
+            f"unknown key {key!r}; top-level keys are: defaults, groups, suite_dir; a group has vars and hosts "
+            "(a Slurm group: slurm, login, agent_dir, vars)"
+        )
     if kind == "literal_error":
         return "connection must be 'ssh' or 'local'"
     if key == "port":
@@ -277,6 +300,15 @@ def _as_written(doc: Any) -> Any:
             if isinstance(group, dict):
                 if isinstance(group.get("vars"), dict):
                     group["vars"] = _host_vars_as_written(group["vars"])
+                for key in ("login", "agent_dir"):
+                    if key in group:
+                        group[key] = yamllines.written(group, key)
+                slurm = yamllines.text_keys(group.get("slurm"))
+                if isinstance(slurm, dict):  # time: 30:00 is 1800 in YAML 1.1; sbatch reads "30:00"
+                    for key in ("partition", "account", "time", "constraint", "reservation", "qos"):
+                        if key in slurm and slurm[key] is not None:
+                            slurm[key] = yamllines.written(slurm, key)
+                    group["slurm"] = slurm
                 hosts = yamllines.text_keys(group.get("hosts"))
                 if isinstance(hosts, dict):
                     for hname, hv in hosts.items():
@@ -309,8 +341,12 @@ def _resolve(spec: InventorySpec, path: str, doc: Any = None) -> Inventory:
     hosts: list[Host] = []
     groups: dict[str, tuple[str, ...]] = {}
     seen: dict[str, str] = {}
+    slurm: dict[str, SlurmGroup] = {}
     for gname, group in spec.groups.items():
         group = group or GroupSpec()
+        sg = _slurm_group(gname, group, spec, path, doc)
+        if sg is not None:
+            slurm[gname] = sg
         members = []
         for hname, hv in group.hosts.items():
             if hname in seen:
@@ -331,7 +367,60 @@ def _resolve(spec: InventorySpec, path: str, doc: Any = None) -> Inventory:
             members.append(hname)
             hosts.append(_merge(hname, gname, hv or HostVars(), group.vars, spec.defaults))
         groups[gname] = tuple(members)
-    return Inventory(path=path, hosts=tuple(hosts), groups=groups, suite_dir=spec.suite_dir)
+    for sg in slurm.values():
+        if sg.login != "local" and sg.login not in seen:
+            raise InventoryError(
+                f"groups.{sg.name}.login: {sg.login!r} is not a host of this inventory",
+                "name the login node as a host of another group (it is reached over SSH like any host), or write "
+                "login: local when orch runs on the login node",
+                path=path,
+                line=yamllines.line_of(doc, ("groups", sg.name, "login")),
+            )
+    return Inventory(path=path, hosts=tuple(hosts), groups=groups, suite_dir=spec.suite_dir, slurm=slurm)
+
+
+def _slurm_group(name: str, group: GroupSpec, spec: InventorySpec, path: str, doc: Any) -> SlurmGroup | None:
+    """The group's SlurmGroup when it has ``slurm:``; InventoryError for Slurm keys out of place."""
+    if group.slurm is None:
+        for key in ("login", "agent_dir"):
+            if getattr(group, key) is not None:
+                raise InventoryError(
+                    f"groups.{name}.{key} is only for a Slurm group",
+                    f"add a slurm: block to {name} (e.g. slurm: {{partition: gpu, nodes: 1}}) or delete {key}",
+                    path=path,
+                    line=yamllines.line_of(doc, ("groups", name, key)),
+                )
+        return None
+    if group.hosts:
+        raise InventoryError(
+            f"groups.{name} has slurm: and hosts:; a Slurm group's hosts are the nodes Slurm allocates",
+            "delete hosts: from the group (node names come from the job's allocation)",
+            path=path,
+            line=yamllines.line_of(doc, ("groups", name, "hosts")),
+        )
+    if not group.login or not group.login.strip():
+        raise InventoryError(
+            f"groups.{name}: a Slurm group needs login:",
+            "login: HOST (an inventory host on the cluster's login node, reached over SSH) or login: local",
+            path=path,
+            line=yamllines.line_of(doc, ("groups", name, "slurm")),
+        )
+    if group.agent_dir is not None and not group.agent_dir.startswith("/"):
+        raise InventoryError(
+            f"groups.{name}.agent_dir: {group.agent_dir!r} is not an absolute path",
+            "name a node-local directory such as /tmp/orch or /local/orch (or delete agent_dir to run the agent "
+            "from the shared home)",
+            path=path,
+            line=yamllines.line_of(doc, ("groups", name, "agent_dir")),
+        )
+    return SlurmGroup(
+        name=name,
+        options=group.slurm,
+        login=group.login.strip(),
+        python=group.vars.python or spec.defaults.python,
+        orch_home=group.vars.orch_home or spec.defaults.orch_home,
+        agent_dir=group.agent_dir,
+    )
 
 
 def _merge(name: str, group: str, own: HostVars, gvars: HostVars, defaults: HostVars) -> Host:

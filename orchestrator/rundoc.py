@@ -11,7 +11,9 @@ Both commands print::
 a warning (``info.warnings``: e.g. a serving benchmark with failed requests). A host is ``partial`` when it
 finished with some failed cases. ``plateau`` (moe-sweep only) is :meth:`analysis.plateau.Plateau.to_dict`,
 computed from the host's stored results, so an imported or resumed run gets the same figures; its
-``plateau_from_m`` / ``compute_bound_from_m`` are repeated on the host entry. ``orch runs show --json`` adds
+``plateau_from_m`` / ``compute_bound_from_m`` are repeated on the host entry. A run submitted through Slurm adds
+``"slurm": {"group", "job_id", "state", "reason", "nodes", "ended"}`` (Slurm's state and reason as last seen, the
+allocated node names, and how the job ended). ``orch runs show --json`` adds
 ``"run"`` (the stored run with its host runs) and ``"results"`` (every result row, a list); ``orch run --json``
 adds each host's ``"hint"`` (what to do about its error, or null) and ``"state_dir"`` (where the host keeps the run:
 spool, spec, outputs) and takes the status it just saw.
@@ -75,6 +77,9 @@ def run_document(run: RunDetail, results: Sequence[ResultRecord], *, full: bool 
         "label": run.label,
         "hosts": hosts,
     }
+    slurm = (run.info or {}).get("slurm")
+    if isinstance(slurm, dict):  # a run submitted through Slurm: its job and the scheduler's state and reason
+        doc["slurm"] = {k: slurm.get(k) for k in ("group", "job_id", "state", "reason", "nodes", "ended")}
     if full:
         doc["run"] = asdict(run)
         doc["results"] = [asdict(r) for r in results]

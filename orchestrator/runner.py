@@ -516,6 +516,11 @@ class Runner:
 
     async def run(self) -> RunOutcome:
         """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
+        slurm = self.inventory.slurm_group(self.req.selector)
+        if slurm is not None:  # one sbatch job whose nodes become the hosts (orchestrator/slurm/)
+            from orchestrator.slurm.service import SlurmDriver
+
+            return await SlurmDriver(self, slurm).run()
         validate_request(self.req, self.registry)
         hosts = self.inventory.select(self.req.selector)
         try:
@@ -601,6 +606,11 @@ class Runner:
             replays=(detail.info or {}).get("replays"),
             only_cases=tuple((detail.info or {}).get("replayed_cases") or ()),
         )
+        if isinstance(detail.info.get("slurm"), dict):  # reattach to the Slurm job and its nodes' spools
+            from orchestrator.slurm.service import SlurmDriver, slurm_group_of
+
+            group = slurm_group_of(self.inventory, detail.info["slurm"])
+            return await SlurmDriver(self, group).resume(detail.info["slurm"])
         hosts = [self.inventory.host(h) for h in detail.hosts]
         return await self._drive(hosts, resume=True)
 
@@ -750,6 +760,10 @@ async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout
     if detail.status in FINAL_RUN_STATUSES:
         raise UsageError(f"run {detail.id} already finished ({detail.status}); there is nothing to cancel",
                          f"orch runs show {detail.id}")
+    if isinstance(detail.info.get("slurm"), dict):  # scancel the job
+        from orchestrator.slurm.service import cancel_slurm_run
+
+        return await cancel_slurm_run(inventory, store, detail.id, detail.info["slurm"], timeout_s=timeout_s)
 
     async def one(host: Host) -> HostOutcome:
         await _cancel_on_host(host, detail.id, dep=None, timeout_s=timeout_s)

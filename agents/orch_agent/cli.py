@@ -19,6 +19,9 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   (idempotent, for resume).
 - ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
   the ``done`` line. A dead worker's error carries its ``reason`` (``fatal.py``) when it recorded one.
+- ``slurm-task --spec FILE``: inside a Slurm job step, this node's worker in the foreground (``slurm_task.py``).
+- ``follow ... --no-worker-check``: follow until ``done`` without judging the worker's liveness, which only its
+  own machine can tell (a Slurm node's spool followed from the login node; orch watches the job instead).
 - ``cancel RUN_ID``: SIGTERM the worker's process group, then SIGKILL everything left in its session (the
   benchmark commands' groups included) after 10 s; write ``done`` (cancelled) if the worker could not; prints
   ``{"run_id", "was_running", "killed"}``.
@@ -267,7 +270,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
     while True:
         if pump():
             return EXIT_OK
-        if not rd.worker_alive():
+        if not args.no_worker_check and not rd.worker_alive():
             # The worker may have written its last lines just before exiting: read once more before judging.
             if pump():
                 return EXIT_OK
@@ -281,6 +284,12 @@ def cmd_follow(args: argparse.Namespace) -> int:
                     {"run_id": rd.run_id, "pid": rd.pid(), "lines": pos["line"], "reason": rd.reason()},
                 )
         time.sleep(args.poll_s)
+
+
+def cmd_slurm_task(args: argparse.Namespace) -> int:
+    from .slurm_task import main as slurm_task
+
+    return slurm_task(args.spec, args.orch_home)
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -414,6 +423,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--poll-s", type=float, default=0.02, help="seconds between polls of the spool, default 0.02")
     home(p)
     p.set_defaults(fn=cmd_follow)
+    p.add_argument("--no-worker-check", action="store_true",
+                   help="do not stop when the worker is not alive here (it runs on another node)")
+    p = sub.add_parser("slurm-task", help="inside a Slurm job step: this node's worker in the foreground")
+    p.add_argument("--spec", required=True, help="spec JSON file (on storage the nodes share)")
+    home(p)
+    p.set_defaults(fn=cmd_slurm_task)
     p = sub.add_parser("cancel", help="stop a run's process group")
     p.add_argument("run_id")
     p.add_argument("--grace-s", type=float, default=CANCEL_GRACE_S, help="SIGTERM grace before SIGKILL, s")

@@ -422,6 +422,11 @@ def run_detail(run: Any, results: list[Any]) -> None:
             soft_wrap=True)  # fmt: skip
     if run.params:
         c.print("params: " + safe(_case_text(run.params)), soft_wrap=True)
+    slurm = (run.info or {}).get("slurm")
+    if isinstance(slurm, dict):
+        reason = f", reason {slurm['reason']}" if slurm.get("reason") else ""
+        c.print(f"slurm job {safe(str(slurm.get('job_id') or '-'))} (group {safe(str(slurm.get('group')))}): "
+                f"{safe(str(slurm.get('state') or '-'))}{safe(reason)}", soft_wrap=True)  # fmt: skip
     by_host: dict[str, list[Any]] = {}
     for r in results:
         by_host.setdefault(r.host, []).append(r)

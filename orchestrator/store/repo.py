@@ -285,6 +285,22 @@ class Store:
                 s.add(HostRun(run_id=run_id, host=h, status="pending", last_seq=-1, results=0, errors=0, info={}))
         return run_id
 
+    def add_host_runs(self, run_id: str, hosts: Sequence[str]) -> None:
+        """Add a ``pending`` host run per host not yet in the run (a Slurm job's nodes, known once it is
+        allocated); hosts already in the run are left as they are. Raises NotFoundError for an unknown run."""
+        now = _now()
+        with self._write() as s:
+            self._run(s, run_id)
+            known = set(s.scalars(select(Host.name).where(Host.name.in_(hosts))))
+            have = set(s.scalars(select(HostRun.host).where(HostRun.run_id == run_id)))
+            for h in dict.fromkeys(hosts):
+                if h not in known:
+                    s.add(Host(name=h, labels={}, first_seen=now, last_seen=now))
+            s.flush()
+            for h in dict.fromkeys(hosts):
+                if h not in have:
+                    s.add(HostRun(run_id=run_id, host=h, status="pending", last_seq=-1, results=0, errors=0, info={}))
+
     def start_host_run(
         self, run_id: str, host: str, *, facts: dict[str, Any], agent_version: str, build_sha: str | None
     ) -> None:

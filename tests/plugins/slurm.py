@@ -194,6 +194,7 @@ def running_slurm() -> Iterator[SlurmCluster]:
     env = cluster.env()
     log = d / "log"
     mysql_sock = d / "run" / "mysql.sock"
+    mariadb: subprocess.Popen[bytes] | None = None
     try:
         key = d / "munge" / "munge.key"
         _check(subprocess.run(["mungekey", "--create", "--keyfile", str(key)], capture_output=True, text=True,
@@ -211,7 +212,7 @@ def running_slurm() -> Iterator[SlurmCluster]:
         )  # fmt: skip
         _check(init, "mariadb-install-db")
         with open(log / "mariadb.log", "w") as out:
-            subprocess.Popen(
+            mariadb = subprocess.Popen(
                 ["mariadbd", "--user=root", f"--datadir={d / 'db'}", f"--socket={mysql_sock}",
                  f"--port={ports['mysql']}", "--bind-address=127.0.0.1", f"--pid-file={d / 'run' / 'mysql.pid'}",
                  "--skip-log-bin", "--innodb-flush-log-at-trx-commit=0"],
@@ -250,8 +251,16 @@ def running_slurm() -> Iterator[SlurmCluster]:
             deadline = time.monotonic() + scaled(30)
             while time.monotonic() < deadline and cluster.squeue_ids():
                 time.sleep(0.3)
-        for name in ("slurmd", "slurmctld", "slurmdbd", "mysql", "munged"):
+        for name in ("slurmd", "slurmctld", "slurmdbd"):
             _stop_pid(d / "run" / f"{name}.pid")
+        if mariadb is not None:
+            mariadb.terminate()
+            try:
+                mariadb.wait(timeout=scaled(30))
+            except subprocess.TimeoutExpired:
+                mariadb.kill()
+                mariadb.wait()
+        _stop_pid(d / "run" / "munged.pid")
         shutil.rmtree(d, ignore_errors=True)
 
 

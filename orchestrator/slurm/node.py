@@ -1,0 +1,65 @@
+"""One allocated node of a Slurm run, followed from the login node like an SSH host (``runner._HostRun``): the
+same reader, ingest, reconnect and verdict; only the connection (the login node's), the follow command
+(``--no-worker-check``: only the node itself could tell whether its worker lives; orch watches the job instead)
+and the start (the job's ``srun`` starts the worker, not orch) differ."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from orchestrator.errors import RemoteCommandError
+from orchestrator.inventory import Host
+from orchestrator.runner import AGENT_EXIT_NO_RUN, HostOutcome, Runner, _HostRun, _StreamEnd
+from orchestrator.transport.base import Transport
+
+if TYPE_CHECKING:
+    from orchestrator.protocol import Event
+    from orchestrator.slurm.service import SlurmJob
+
+NO_RUN_RETRY_S = 1.0  # the node's run directory does not exist yet (its task is starting): look again after, s
+
+
+class SlurmNode(_HostRun):
+    def __init__(self, runner: Runner, host: Host, job: SlurmJob) -> None:
+        super().__init__(runner, host)
+        self.job = job
+        self.dep = job.dep
+        self.started = True  # srun started it; cancel goes through scancel
+
+    async def connect(self) -> Transport:
+        # one connection to the login node for the whole job (channels multiplex over SSH): a login node's sshd
+        # throttles a thousand nodes' worth of new connections (MaxStartups)
+        if self.t is None:
+            self.t = await self.job.connect()
+        return self.t
+
+    async def drop(self) -> None:
+        if self.t is not None:
+            t, self.t = self.t, None
+            await self.job.reset(t)
+
+    async def _read(self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd]) -> None:
+        await super()._read(t, [*argv, "--no-worker-check"], seq, queue)
+
+    async def run_from(self, from_seq: int) -> HostOutcome:
+        """Follow the node's spool from ``from_seq`` until its ``done`` line, then judge it from the store. Until
+        the node's task has created its run directory the agent answers "no such run": wait and look again (the
+        driver cancels this when the job ends first)."""
+        if from_seq > 0:
+            rec = (await self.r.writer.call(self.r.store.get_run, self.r.run_id)).host_run(self.host.name)
+            if rec is not None:
+                self.results, self.errors, self.total = rec.results, rec.errors, rec.cases_total
+        while True:
+            try:
+                await self.follow(from_seq)
+                break
+            except RemoteCommandError as exc:
+                if exc.exit_status != AGENT_EXIT_NO_RUN:
+                    raise
+            await asyncio.sleep(NO_RUN_RETRY_S)
+            from_seq = await self.r.writer.call(self.r.store.last_seq, self.r.run_id, self.host.name) + 1
+        return await self.finish()
+
+    async def cancel_remote(self) -> None:
+        return None  # the job is cancelled as a whole (scancel), never node by node

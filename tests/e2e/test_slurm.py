@@ -1,0 +1,171 @@
+"""``orch run`` / ``orch cancel`` / ``orch run --resume`` through a real Slurm (tests/plugins/slurm.py: slurmctld,
+slurmd, slurmdbd with MariaDB, munge — one node, partition ``cpu``), with ``login: local``: the CLI as a
+subprocess, the real agent under ``srun`` on the node, the embedded SQLite store."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Orch
+from tests.plugins.slurm import SlurmCluster
+from tests.plugins.timing import scaled
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(scaled(600))]
+
+
+def _inventory(tmp_path: Path, cluster: SlurmCluster, **slurm: Any) -> Orch:
+    opts = {"partition": cluster.partition, "nodes": 1, **slurm}
+    doc = {
+        "groups": {
+            "cluster": {
+                "slurm": opts,
+                "login": "local",
+                "vars": {"python": sys.executable, "orch_home": str(tmp_path / "shared-orch")},
+            }
+        }
+    }
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(json.dumps(doc))  # JSON is YAML
+    return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+
+
+def _wait_for(what: str, probe: Any, deadline_s: float = 120.0) -> Any:
+    deadline = time.monotonic() + scaled(deadline_s)
+    last = None
+    while time.monotonic() < deadline:
+        last = probe()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not seen within {scaled(deadline_s):g} s (last: {last!r})")
+
+
+def _latest(orch: Orch) -> dict[str, Any] | None:
+    res = orch("runs", "show", "latest", "--json")
+    return json.loads(res.stdout) if res.returncode == 0 else None
+
+
+def _sacct_state(cluster: SlurmCluster, job_id: str) -> str:
+    res = cluster.run("sacct", "-n", "-X", "-P", "-o", "State", "-j", job_id)
+    return res.stdout.strip().split(" ")[0]
+
+
+def _finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
+    out, err = proc.communicate(timeout=scaled(240))
+    return proc.returncode, json.loads(out), err
+
+
+def test_cpu_suite_end_to_end_into_the_store(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    doc = orch.json("run", "noop", "--hosts", "cluster", "--set", "ms=2", "--repeat", "3")
+    node = slurm_env.node
+    assert doc["status"] == "completed"
+    assert [(h["host"], h["status"], h["results"], h["errors"]) for h in doc["hosts"]] == [(node, "completed", 1, 0)]
+    job = doc["slurm"]["job_id"]
+    assert doc["slurm"]["group"] == "cluster" and doc["slurm"]["nodes"] == [node]
+    assert doc["slurm"]["state"] == "COMPLETED"
+    assert _wait_for("sacct COMPLETED", lambda: _sacct_state(slurm_env, job) == "COMPLETED")
+    run_dir = tmp_path / "shared-orch" / "runs" / doc["run_id"]
+    lines = (run_dir / node / "events.jsonl").read_text().splitlines()
+    types = [json.loads(x)["type"] for x in lines]
+    assert types[0] == "hello" and types[-1] == "done" and types.count("result") == 1
+    script = (run_dir / "_slurm" / "job.sh").read_text()
+    assert "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --kill-on-bad-exit=0" in script
+    assert (run_dir / "_slurm" / "spec.json").stat().st_mode & 0o077 == 0  # the spec may hold secrets
+    shown = orch.json("runs", "show", doc["run_id"])
+    assert [(h["host"], h["status"], h["results"]) for h in shown["hosts"]] == [(node, "completed", 1)]
+    text = orch("runs", "show", doc["run_id"]).stdout
+    assert f"slurm job {job} (group cluster): COMPLETED" in text
+    # the node is a host of the store, in the Slurm group
+    hosts = orch.json("runs", "show", doc["run_id"])["run"]["host_runs"]
+    assert hosts[0]["info"]["slurm_job"] == job
+
+
+def test_pending_job_is_shown_with_its_reason_and_cancellable(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, nodes=5)  # the cluster has one node: pending (PartitionConfig)
+    proc = orch.popen("run", "noop", "--hosts", "cluster", "--json")
+    try:
+        pending = _wait_for("a pending job with its reason",
+                            lambda: (d := _latest(orch)) and (d.get("slurm") or {}).get("reason") and d)  # fmt: skip
+        assert pending["slurm"]["state"] == "PENDING"
+        assert pending["slurm"]["reason"] == "PartitionConfig"
+        job = pending["slurm"]["job_id"]
+        assert job in slurm_env.squeue_ids()
+        text = orch("runs", "show", pending["run_id"]).stdout
+        assert f"slurm job {job} (group cluster): PENDING, reason PartitionConfig" in text
+        cancel = orch.json("cancel", pending["run_id"])
+        assert cancel["status"] == "cancelled"
+        assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
+        rc, doc, err = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rc == 1 and doc["status"] == "cancelled", err[-2000:]
+    assert job not in slurm_env.squeue_ids() or _sacct_state(slurm_env, job) == "CANCELLED"
+    assert _latest(orch)["status"] == "cancelled"  # type: ignore[index]
+
+
+def test_a_job_killed_at_its_time_limit_is_timeout(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="1")  # one minute; the case sleeps ten
+    res = orch("run", "noop", "--hosts", "cluster", "--set", "ms=600000", "--repeat", "1", "--json",
+               timeout=scaled(420))  # fmt: skip
+    assert res.returncode == 1, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    node = slurm_env.node
+    [host] = doc["hosts"]
+    assert host["host"] == node and host["status"] == "failed"
+    assert f"Slurm job {doc['slurm']['job_id']} TIMEOUT: the job was killed at its time limit (1 min" in host["error"]
+    assert doc["slurm"]["state"] == "TIMEOUT"
+    assert _sacct_state(slurm_env, doc["slurm"]["job_id"]) == "TIMEOUT"
+
+
+def test_orch_cancel_runs_scancel_on_a_running_job(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    proc = orch.popen("run", "noop", "--hosts", "cluster", "--set", "ms=600000", "--repeat", "1", "--json")
+    try:
+        running = _wait_for("the node's hello stored", lambda: (d := _latest(orch)) and d["hosts"] and
+                            (d.get("slurm") or {}).get("state") == "RUNNING" and d)  # fmt: skip
+        job = running["slurm"]["job_id"]
+        cancel = orch.json("cancel", running["run_id"])
+        assert cancel["status"] == "cancelled"
+        assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
+        rc, doc, err = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert rc == 1 and doc["status"] == "cancelled", err[-2000:]
+    assert [h["status"] for h in doc["hosts"]] == ["cancelled"]
+    assert job not in slurm_env.squeue_ids() or _sacct_state(slurm_env, job) == "CANCELLED"
+
+
+def test_resume_after_killing_orch_mid_job(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    # one case sleeping 20 s: orch is killed once the node's first lines are stored, the job goes on
+    proc = orch.popen("run", "noop", "--hosts", "cluster", "--set", "ms=20000")
+    try:
+        running = _wait_for("the node's hello stored", lambda: (d := _latest(orch)) and d["hosts"] and
+                            d["hosts"][0]["status"] == "running" and d)  # fmt: skip
+    finally:
+        proc.send_signal(signal.SIGKILL)  # orch dies without a word; the job goes on
+        proc.communicate()
+    job = running["slurm"]["job_id"]
+    assert job in slurm_env.squeue_ids()
+    doc = orch.json("run", "--resume", running["run_id"], timeout=scaled(240))
+    node = slurm_env.node
+    assert doc["status"] == "completed"
+    assert [(h["host"], h["status"], h["results"], h["errors"]) for h in doc["hosts"]] == [(node, "completed", 1, 0)]
+    assert doc["slurm"]["state"] == "COMPLETED"
+    run = orch.json("runs", "show", running["run_id"])["run"]
+    [hr] = run["host_runs"]
+    spool = (tmp_path / "shared-orch" / "runs" / running["run_id"] / node / "events.jsonl").read_text().splitlines()
+    assert hr["last_seq"] == len(spool) - 1  # every line stored once, at its position
