@@ -141,10 +141,13 @@ def run(
 
 
 def _selected(app: Any, selector: str | None, resume: str | None) -> list[str]:
-    """The host names this run covers: the selection, or the resumed run's hosts."""
+    """The host names this run covers: the selection (a Slurm group: its name; one login connection), or the
+    resumed run's hosts."""
     if resume is not None:
         store = app.store()
         return [h.host for h in store.get_run(store.resolve_run_id(resume)).host_runs]
+    if app.inventory().slurm_group(selector) is not None:  # its nodes are known once Slurm allocates them
+        return [str(selector).strip()]
     return [h.name for h in app.inventory().select(selector)]
 
 
