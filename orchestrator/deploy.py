@@ -136,6 +136,7 @@ class HostDeploy:
     agent: str  # present | uploaded
     build_sha: str | None = None
     build: str | None = None  # present | uploaded | None
+    current_build: str | None = None  # sha256 of the host's builds/current after this deploy (None: no build)
     switched: bool = False
     pruned: list[str] = field(default_factory=list)
     uploaded_bytes: int = 0
@@ -192,6 +193,8 @@ async def deploy_host(
     out = HostDeploy(host.name, agent.sha256, "present", home=state["home"], python=state.get("python", ""))
     if isinstance(state.get("facts"), dict):
         out.facts = state["facts"]
+    cur = state.get("current_build")
+    out.current_build = cur if isinstance(cur, str) and cur else None
     if state["agent"] != "present":
         await t.put(agent.path, f".orch/agent/{agent.sha256}/agent.pyz")
         out.agent, out.uploaded_bytes = "uploaded", agent.size_bytes
@@ -214,6 +217,7 @@ async def deploy_host(
             done = await _helper(t, host, args, timeout_s=600)
             out.build, out.switched, out.pruned = "uploaded", True, list(done.get("pruned", []))
             out.uploaded_bytes += build.size_bytes
+        out.current_build = build.sha256
     return out
 
 

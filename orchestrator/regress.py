@@ -103,7 +103,8 @@ def rerun_request(
 ) -> RunRequest:
     """The request that replays stored run ``run_id``: its suite, ``--set`` values, preset, repeat and seed, on
     ``hosts`` (default: the run's hosts; each must be one of them) and only the spec cases holding one of
-    ``cases`` (default: all). Raises NotFoundError, UsageError for a host the run did not use."""
+    ``cases`` (default: all). A host whose stored run names a build must still have it as its current build (else
+    that host fails, naming both). Raises NotFoundError, UsageError for a host the run did not use."""
     detail = store.get_run(run_id)
     params = detail.params or {}
     chosen = list(hosts) if hosts else list(detail.hosts)
@@ -124,6 +125,7 @@ def rerun_request(
         timeout_s=timeout_s,
         replays=detail.id,
         only_cases=tuple(dict(c) for c in cases),
+        builds=tuple((h.host, h.build_sha) for h in detail.host_runs if h.host in chosen and h.build_sha),
     )
 
 

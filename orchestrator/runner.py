@@ -110,6 +110,7 @@ class RunRequest:
     telemetry_ms: int = 100  # GPU telemetry interval per case, ms (the agent's nvidia-smi -lms); 0 = off
     replays: str | None = None  # orch runs rerun: the run this one replays (stored in the run's info)
     only_cases: tuple[dict[str, Any], ...] = ()  # rerun only the spec cases that hold one of these (stored) cases
+    builds: tuple[tuple[str, str], ...] = ()  # (host, build sha) a replay needs as the host's current build
 
 
 @dataclass
@@ -356,6 +357,14 @@ class _HostRun:
             )
         if self.r.req.only_cases:
             spec["cases"] = select_cases(spec["cases"], self.r.req.only_cases)
+        want = dict(self.r.req.builds).get(name)
+        if want is not None and self.dep is not None and self.dep.current_build != want:
+            have = (self.dep.current_build or "no build")[:12]
+            raise HostError(
+                name,
+                f"run {self.r.req.replays} ran build {want[:12]} on {name}; its current build is {have}",
+                f"deploy that build first (orch deploy --hosts {name} --build DIR whose sha256 is {want[:12]}...)",
+            )
         self.gpu = gpu_spec_for(self.host, summary, spec["device"])
         command = self.r.registry.get(self.r.req.suite).command
         self.secrets = secret_values(spec, command.public_env) if command is not None else ()
@@ -699,7 +708,8 @@ class Runner:
                     "if the spool was copied off the host, orch runs import SPOOL --host " + name,
                 )
         await self.writer.call(
-            self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha, build_sha=None
+            self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha,
+            build_sha=hr.dep.current_build,
         )
         await self.writer.call(
             self.store.set_host_run_info,

@@ -131,3 +131,32 @@ def test_check_usage_errors_exit_2(two_hosts: tuple[Orch, list[Any]], tmp_path: 
     assert doc["status"] == "completed" and doc["replays"] == run
     assert [h["results"] for h in doc["hosts"]] == [1]
     assert json.loads(orch("runs", "show", doc["run_id"], "--json").stdout)["run"]["info"]["replays"] == run
+
+
+def test_rerun_needs_the_replayed_runs_build(two_hosts: tuple[Orch, list[Any]], tmp_path: Path) -> None:
+    """A run records each host's current build sha; its rerun on a host whose current build changed fails that
+    host naming both builds, and runs again once the build is deployed back."""
+    orch, _ = two_hosts
+    normal, _slow = _suites(tmp_path)
+    builds = []
+    for name in ("build-a", "build-b"):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "VERSION").write_text(name)
+        builds.append(d)
+    sha_a = orch.json("deploy", "--hosts", "gpu-a", "--build", str(builds[0]))["hosts"][0]["build_sha"]
+    run = _run(orch, normal)
+    store = Store.from_url(orch.db_url)
+    try:
+        hr = store.get_run(run).host_run("gpu-a")
+        assert hr is not None and hr.build_sha == sha_a
+    finally:
+        store.close()
+    sha_b = orch.json("deploy", "--hosts", "gpu-a", "--build", str(builds[1]))["hosts"][0]["build_sha"]
+    assert sha_b != sha_a
+    doc = orch.json("runs", "rerun", run, "--cases", "ms=100", "--suite-dir", str(normal), expect_rc=1, timeout=300)
+    (host,) = doc["hosts"]
+    assert host["status"] == "failed" and sha_a[:12] in host["error"] and sha_b[:12] in host["error"], host
+    orch.json("deploy", "--hosts", "gpu-a", "--build", str(builds[0]))
+    doc = orch.json("runs", "rerun", run, "--cases", "ms=100", "--suite-dir", str(normal), timeout=300)
+    assert doc["status"] == "completed" and doc["replays"] == run
