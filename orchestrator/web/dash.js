@@ -11,6 +11,7 @@ const TOKEN_KEY = "orch-read-token";  // sessionStorage: kept for this tab only,
 const COLORS = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#4b5563"];
 const $ = (id) => document.getElementById(id);
 let renderSeq = 0;  // a slower answer for a previous view must not draw over the current one
+let fetchedAt = 0;  // when the current view's API answers were all in (performance.now())
 window.orchTimings = [];  // per rendered view: {path, ms} from the route's start to the last plot drawn
 
 function el(tag, attrs, ...children) {
@@ -45,11 +46,13 @@ async function get(path, params) {
   return body;
 }
 
+const NUMBER_FORMATS = {};  // one Intl.NumberFormat per precision: toLocaleString builds one per call (slow)
 function fmt(x, digits) {
   if (x == null || Number.isNaN(x)) return "-";
   const a = Math.abs(x);
   if (a !== 0 && (a < 1e-3 || a >= 1e7)) return x.toExponential(2);
-  return x.toLocaleString("en-US", { maximumSignificantDigits: digits || 4 });
+  const d = digits || 4;
+  return (NUMBER_FORMATS[d] ||= new Intl.NumberFormat("en-US", { maximumSignificantDigits: d })).format(x);
 }
 const caseText = (c) => Object.entries(c || {}).filter(([n]) => n !== "seed").map(([n, v]) => `${n}=${v}`).join(" ");
 
@@ -87,7 +90,7 @@ async function route() {
     else if ((m = u.pathname.match(/^\/hosts\/([^/]+)$/))) await hostPage(decodeURIComponent(m[1]), stale);
     else if (u.pathname === "/series") await seriesPage(u.searchParams, stale);
     else view.replaceChildren(el("p", { class: "err" }, `no page ${u.pathname}`));
-    if (!stale()) window.orchTimings.push({ path: u.pathname + u.search, ms: performance.now() - t0 });
+    if (!stale()) window.orchTimings.push({ path: u.pathname + u.search, ms: performance.now() - t0, fetched_ms: fetchedAt - t0 });
   } catch (e) {
     if (stale()) return;
     if (e instanceof NeedToken) view.replaceChildren(tokenForm(e.message));
@@ -251,6 +254,7 @@ async function runPage(ref, q, stale) {
   const summary = await get("/resolve", { ref });
   const [run, views, flags] = await Promise.all([
     get(`/runs/${summary.id}`), get("/views", { run: [summary.id, ...others], metric }), get(`/runs/${summary.id}/flags`)]);
+  fetchedAt = performance.now();
   if (stale()) return;
   const hostLinks = run.host_runs.map((h, i) => [i ? ", " : "", link(`/hosts/${encodeURIComponent(h.host)}`, h.host),
     ` (${h.status}${h.facts && h.facts.gpu_name ? ", " + h.facts.gpu_name : ""})`]);

@@ -82,6 +82,8 @@ def seeded(store: Store) -> dict[str, str]:
     runs["base"] = moe_run(store, "base", two, sweep)
     runs["head"] = moe_run(store, "head", two, {m: t * (1.2 if m == 1 else 0.97) for m, t in sweep.items()},
                            throttled=frozenset({4}))  # fmt: skip
+    store.set_run_info(runs["head"], {"fleet": {"differences": [  # as the runner stores the fleet view at start
+        {"group": "g", "field": "driver", "host": "ct200-0", "value": "570.124", "majority": "580.95"}]}})  # fmt: skip
     return runs
 
 
@@ -132,6 +134,15 @@ def test_every_page_loads_clean_and_reloads_from_its_url(
     ready(page)
     assert page.locator("#runs tr.run").count() == 3
     assert page.locator("#filters input[name=suite]").input_value() == "moe-sweep"
+    # usable at 1280 px: nothing scrolls sideways and the last column (results) is on screen
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    box = page.locator("table.runs th").last.bounding_box()
+    assert box is not None and box["x"] + box["width"] <= 1280
+    page.fill("#filters input[name=label]", "head")
+    page.click("#filters button[type=submit]")
+    page.wait_for_url("**label=head**")
+    ready(page)
+    assert page.locator("#runs tr.run").count() == 1 and "suite=moe-sweep" in page.url
 
 
 def test_links_history_back_and_forward(url: str, seeded: dict[str, str], open_page: Callable[[str], Any]) -> None:
@@ -182,6 +193,11 @@ def test_run_page_one_trace_per_host_with_every_stored_case_and_the_roofs(
     assert gbps["traces"] == [["h200-0", 13]]
     assert gbps["refs"] == ["H200 SXM datasheet 4,800 GB/s", "h200-0 measured copy roof 4,274 GB/s"]
     assert tflops["refs"] == ["H200 SXM bf16 dense peak 989 TFLOP/s"]
+    hover = h200.evaluate("document.querySelector('.plot[data-metric=gbps]').data"
+                          ".find((t) => t.meta === 'data').text[0]")
+    # median and p10/p90 of the stored gbps, then the case's other parameters
+    assert hover == ("<b>h200-0</b><br>M=1: 2,265 GB/s<br>p10 2,256 · p90 2,272<br>"
+                     "E=384 H=7168 I=2048 dtype=bf16 impl=auto k=8 shared=1")
     ticks = h200.evaluate("[...document.querySelectorAll('.plot[data-metric=gbps] .xtick text')]"
                           ".map((t) => t.textContent)")
     assert ticks == ["1", "4", "16", "64", "256", "1024", "4096"]  # round labels on the log2 axis, none clipped
@@ -218,6 +234,8 @@ def test_compare_page_is_the_apis_comparison_with_flags(
     regressions = [i for i, c in enumerate(api["cases"]) if c["verdict"] == "regression"]
     assert regressions and all(rows.nth(i).locator("td").nth(5).get_attribute("class") == "worse" for i in regressions)
     assert page.locator(".notice.flagged").inner_text().startswith("head: 2 case(s) ran throttled or on a shared GPU")
+    fleet = page.locator(".notice.fleet").inner_text()
+    assert fleet == "head: fleet at start: 1 difference(s) between hosts\ng: ct200-0 has driver 570.124 (others 580.95)"
 
     # another metric: the URL changes and the API recomputes; swapping base and head inverts the ratios
     page.select_option("#compare-form select[name=metric]", "gbps")
@@ -259,6 +277,7 @@ def test_a_thousand_case_run_renders_within_two_seconds(
         ready(page)
         [t] = page.evaluate("window.orchTimings")  # one route drawn per page load
         timings.append(t["ms"])
+        print(f"1,000-case run page: API answers in {t['fetched_ms']:.0f} ms, drawn at {t['ms']:.0f} ms")
     print(f"1,000-case run page: {', '.join(f'{t:.0f}' for t in timings)} ms in the browser")
     page.screenshot(path=str(artifacts_dir / "dashboard-1000-cases.png"), full_page=True)
     assert len(timings) == 3 and min(timings) < scaled(RENDER_BUDGET_MS), timings
