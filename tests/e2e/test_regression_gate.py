@@ -78,7 +78,8 @@ def test_calibrate_then_check_confirm_names_the_slowed_case(two_hosts: tuple[Orc
     assert [r["status"] for r in cal["runs"]] == ["completed"] * 3
     timed = [c for c in cal["calibrations"] if c["metric"] == "time_ms"]
     assert sorted((c["host"], c["case"]["ms"], c["n_runs"]) for c in timed) == [("gpu-a", 100, 3), ("gpu-a", 200, 3)]
-    assert all(c["aa_spread"] is not None and 0 <= c["aa_spread"] < 0.05 for c in timed), timed
+    # the injected slowdown (10%) must stand clear of the A/A spread for the gate to see it
+    assert all(c["aa_spread"] is not None and 0 <= c["aa_spread"] < 0.08 for c in timed), timed
 
     base = _run(orch, normal)
     head = _run(orch, slow)

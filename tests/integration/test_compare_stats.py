@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,3 +95,27 @@ def test_results_without_samples_keep_the_p10_p90_verdicts(store: Store) -> None
     cmp = store.compare(ids[0], ids[1])
     assert [(c.stats, c.verdict) for c in cmp.cases] == [(None, "regression")]
     assert cmp.noise_floor == "no raw samples stored; p10/p90 only"
+
+
+def test_orch_runs_compare_says_the_noise_floor(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    store = Store.from_url(url)
+    store.upgrade()
+    try:
+        base = _run_with(store, {1: 1.0, 8: 2.0}, seed=1)
+        head = _run_with(store, {1: 1.0, 8: 2.1}, seed=2)
+    finally:
+        store.close()
+    env = {**os.environ, "ORCH_DB_URL": url, "COLUMNS": "200"}
+    argv = [sys.executable, "-m", "orchestrator", "runs", "compare", base, head]
+    res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "statistics: 1 slower, 0 faster at FDR 0.05; noise floor from within-run samples only (no calibration" in (
+        res.stdout
+    )
+    assert "95% CI" in res.stdout and "regression" in res.stdout
+    doc = json.loads(subprocess.run([*argv, "--json"], env=env, capture_output=True, text=True, timeout=120,
+                                    cwd=tmp_path).stdout)  # fmt: skip
+    assert doc["noise_floor"] == "within-run samples only" and doc["slower"] == 1
+    st = next(c["stats"] for c in doc["cases"] if c["case"]["M"] == 8)
+    assert st["call"] == "slower" and st["band_source"] == "within-run" and st["ci_low"] > 1 + st["band"]
