@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import UsageError
 from orchestrator.facts import host_facts_summary
 from orchestrator.ingest import host_verdict, line_event
@@ -123,7 +124,7 @@ def import_spool(
         if suite_def.command is not None:  # the case's secret env values stay in the host's spool (secrets.py)
             secrets = secret_values({"cases": [ev.case or {}]}, suite_def.command.public_env)
             ev = scrub_event(command_result(suite_def.command, ev, host_obj.group), secrets)
-        return enrich_event(suite, ev, gpu)
+        return mark_telemetry(enrich_event(suite, ev, gpu))  # as the runner stores it: throttled/shared flags
 
     last = store.last_seq(run_id, name)
     batch: list[Event] = [hello] if last < 0 else []

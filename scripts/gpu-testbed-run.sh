@@ -86,6 +86,29 @@ if [ "$mode" = quant ]; then
   cp "$log" "$out/console.txt"
   exit 0
 fi
+if [ "$mode" = innerloop ]; then
+  # Issue 21 on a GPU host: orch run of a one-case echo suite (first, then cached), with its parts timed apart:
+  # orch --help, nvidia-smi's query, the agent's facts, ssh true; python -X importtime of one run.
+  run hosts trust h200-0 --fingerprint "$fp"
+  sed -i "s|user: root}|user: root, python: $PY}|" "$work/inventory.yaml"
+  mkdir -p "$work/suites"
+  printf '%s\n' 'name: echo' 'description: one echo' "command: [\"echo\", '{{\"v\": 1}}']" 'params: {}' \
+    'parser: json' 'metrics:' '  v: {unit: ms}' > "$work/suites/echo.yaml"
+  rm -rf ~/.orch/cache
+  tm() { local t0 t1; t0=$(date +%s.%N); "$@" > /dev/null 2>>"$log"; local rc=$?; t1=$(date +%s.%N)
+         echo "$($PY -c "print(round($t1 - $t0, 3))") s exit $rc: $*" | tee -a "$log" "$work/inner-loop.txt"; }
+  for i in 1 2 3 4 5 6; do tm $ORCH run echo --hosts h200 --suite-dir "$work/suites"; done
+  for i in 1 2 3; do
+    tm $ORCH --help
+    tm nvidia-smi --query-gpu=name,uuid,driver_version,memory.total --format=csv
+    tm ssh -p 2222 root@127.0.0.1 true
+    tm $PY "$(ls -d ~/.orch/agent/*/ | head -1)agent.pyz" facts
+  done
+  $PY -X importtime -m orchestrator run echo --hosts h200 --suite-dir "$work/suites" 2> "$work/importtime.txt" > /dev/null
+  cp "$work/inner-loop.txt" "$work/importtime.txt" "$out/"
+  cp "$log" "$out/console.txt"
+  exit 0
+fi
 if [ "$mode" = telemetry ]; then
   # Issue 15: the same kimi-k2 bf16 sweep with GPU telemetry (--telemetry-ms 100) and without (0), alternated
   # PAIRS times (default 3), to measure the sampling's cost; runs show of a telemetry run; the spools kept.

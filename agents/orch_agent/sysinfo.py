@@ -310,14 +310,24 @@ def _loadavg():
         return None
 
 
-def _fleet(smi: dict) -> dict:
-    """The fleet facts besides the GPU rows (see the module docstring); nvidia-smi calls only where it lists GPUs."""
-    out = {"remapped_rows": None, "nvlink": None, "xid": _xid(), "cpu_governors": _cpu_governors(),
-           "loadavg": _loadavg()}
+def _fleet_argvs(exe):
+    """The fleet's extra nvidia-smi calls: remapped rows and NVLink state."""
+    return {
+        "remapped_rows": [exe, "--query-remapped-rows=" + REMAPPED_ROWS_FIELDS, "--format=csv"],
+        "nvlink": [exe, "nvlink", "-s"],
+    }
+
+
+def _fleet(smi: dict, xid=None, extra=None) -> dict:
+    """The fleet facts besides the GPU rows (see the module docstring); the nvidia-smi answers only where it lists
+    GPUs. ``xid`` and ``extra`` (``{"remapped_rows": ..., "nvlink": ...}`` from :func:`_run`): already gathered
+    (``collect`` runs them at the same time as the GPU query); else run here."""
+    out = {"remapped_rows": None, "nvlink": None, "xid": _xid() if xid is None else xid,
+           "cpu_governors": _cpu_governors(), "loadavg": _loadavg()}
     exe = shutil.which("nvidia-smi")
     if exe and smi.get("found") and _has_row(smi.get("stdout", "")):
-        out["remapped_rows"] = _run([exe, "--query-remapped-rows=" + REMAPPED_ROWS_FIELDS, "--format=csv"])
-        out["nvlink"] = _run([exe, "nvlink", "-s"])
+        for key, argv in _fleet_argvs(exe).items():
+            out[key] = extra[key] if extra and key in extra else _run(argv)
     return out
 
 
@@ -446,18 +456,31 @@ def collect(orch_home=None, torch_cache=False) -> dict:
     """All host facts (see the module docstring). Never raises for a missing GPU, torch or nvidia-smi.
     ``torch_cache``: answer the torch part from :func:`cached_torch_facts` (the agent's ``facts`` for a run);
     False probes torch now (``orch doctor``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     home = resolve_home(orch_home)
     uname = platform.uname()
-    smi = _nvidia_smi()
+    # The slow probes run at the same time: import torch (seconds when not cached), nvidia-smi (each call some
+    # hundreds of ms on a loaded 8-GPU node), dmesg. The fleet's extra nvidia-smi calls are started alongside
+    # the GPU query and dropped when it lists no GPU.
+    exe = shutil.which("nvidia-smi")
+    with ThreadPoolExecutor(max_workers=5) as pool:
+        torch_f = pool.submit(cached_torch_facts, home) if torch_cache else pool.submit(_torch_facts)
+        smi_f = pool.submit(_nvidia_smi)
+        xid_f = pool.submit(_xid)
+        extra_f = {k: pool.submit(_run, argv) for k, argv in _fleet_argvs(exe).items()} if exe else {}
+        smi = smi_f.result()
+        fleet = _fleet(smi, xid=xid_f.result(), extra={k: f.result() for k, f in extra_f.items()})
+        torch = torch_f.result()
     return {
         "hostname": socket.gethostname(),
         "kernel": uname.release,
         "cpu_count": os.cpu_count(),
         "mem_total_bytes": _mem_total_bytes(),
         "python": {"executable": sys.executable, "version": platform.python_version()},
-        "torch": cached_torch_facts(home) if torch_cache else _torch_facts(),
+        "torch": torch,
         "nvidia_smi": smi,
-        "fleet": _fleet(smi),
+        "fleet": fleet,
         "disk": _disk(home),
         "orch": _orch(home),
         "leases": _leases(),
