@@ -75,6 +75,7 @@ class DoctorReport:
 
     hosts: list[HostReport]
     warnings: list[KnownHostsWarning] = field(default_factory=list)
+    columns: tuple[str, ...] = CHECK_NAMES  # the checks a table shows (a Slurm group adds slurm/partition/node)
 
     @property
     def ok(self) -> bool:
@@ -92,6 +93,7 @@ class DoctorOptions:
     timeout_s: float = 10.0  # per step (dns, tcp, banner) and for the login; the facts probe gets 6x
     concurrency: int = 64
     local_agent_sha: str | None = None
+    probe_nodes: bool = False  # a Slurm group: gather the facts of every usable node with a short job
 
 
 def probe_argv(host: Host) -> list[str]:
@@ -303,7 +305,13 @@ def agent_check(facts: dict[str, Any], local_sha: str | None) -> Check:
 
 
 async def run_doctor(inventory: Inventory, selector: str | None, opts: DoctorOptions) -> DoctorReport:
-    """Check every selected host concurrently. Raises SelectionError for a bad selector; never raises for a host."""
+    """Check every selected host concurrently. Raises SelectionError for a bad selector; never raises for a host.
+    A Slurm group is checked through its login node (``slurm/doctor.py``)."""
+    slurm = inventory.slurm_group(selector)
+    if slurm is not None:
+        from orchestrator.slurm.doctor import slurm_doctor
+
+        return await slurm_doctor(inventory, slurm, opts, probe_nodes=opts.probe_nodes)
     hosts = inventory.select(selector)
     resolver = SshResolver()
     if any(h.connection == "ssh" for h in hosts):

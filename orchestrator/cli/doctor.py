@@ -26,6 +26,9 @@ def doctor(
     show_all: Annotated[
         bool, typer.Option("--all", help=f"The per-host table also for more than {grouped.FEW_HOSTS} hosts.")
     ] = False,
+    probe_nodes: Annotated[
+        bool, typer.Option("--probe-nodes", help="A Slurm group: read every usable node's facts with a short job.")
+    ] = False,
 ) -> None:
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
     app = app_context(ctx)
@@ -34,8 +37,14 @@ def doctor(
     from orchestrator.doctor import DoctorOptions, run_doctor_sync  # lazy: asyncssh and its crypto, ~0.2 s
     from orchestrator.fleet import view_of_reports
 
-    report = run_doctor_sync(inv, hosts, DoctorOptions(timeout_s=timeout, concurrency=concurrency))
-    view = view_of_reports(report.hosts, {h.name: h.group for h in inv.hosts})
+    opts = DoctorOptions(timeout_s=timeout, concurrency=concurrency, probe_nodes=probe_nodes)
+    report = run_doctor_sync(inv, hosts, opts)
+    group_of = {h.name: h.group for h in inv.hosts}
+    reports = report.hosts
+    if (slurm := inv.slurm_group(hosts)) is not None:  # its nodes: in the fleet view when probed
+        group_of.update({r.host: slurm.name for r in reports[1:]})
+        reports = [r for r in reports if r.facts is not None]
+    view = view_of_reports(reports, group_of)
     if json_out:
         render.print_json({**report.to_dict(), "fleet": view.to_dict()})
     elif grouped.grouped(len(report.hosts), show_all):

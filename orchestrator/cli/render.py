@@ -97,18 +97,17 @@ def doctor_table(report: Any) -> None:
     """One row per host, one column per check; failures and warnings explained below the table."""
     from rich.table import Table
 
-    from orchestrator.doctor import CHECK_NAMES
-
+    columns = report.columns  # doctor.CHECK_NAMES, plus slurm/partition/node for a Slurm group
     table = Table(title="orch doctor", show_lines=False)
     table.add_column("host", style="bold")
     table.add_column("address")
-    for name in CHECK_NAMES:
+    for name in columns:
         table.add_column(name, justify="center")
     notes: list[str] = []
     for h in report.hosts:
         by_name = {c.name: c for c in h.checks}
         row = [safe(h.host), safe(f"{h.address or '-'}:{h.port or '-'}" if h.port else (h.address or "local"))]
-        for name in CHECK_NAMES:
+        for name in columns:
             c = by_name.get(name)
             row.append(_STATUS_STYLE.get(c.status, c.status) if c else "")
             if c and c.status in ("fail", "warn"):

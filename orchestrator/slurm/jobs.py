@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,3 +315,20 @@ def parse_hostnames(stdout: str) -> list[str]:
             raise SlurmParseError(f"scontrol show hostnames printed {name!r}, not a node name")
     return names
 
+
+
+def probe_argv(group: SlurmGroup, nodes: Sequence[str], output: str, command: Sequence[str], *,
+               immediate_s: int, time_limit: str) -> list[str]:  # fmt: skip
+    """``orch doctor --probe-nodes``: one task of ``command`` on each of ``nodes`` (``--nodelist``), its stdout to
+    ``output`` (a pattern with ``%N``, the node's name), its stderr next to it; ``--immediate``: give up after
+    ``immediate_s`` seconds instead of waiting in the queue behind other jobs. The group's partition, account,
+    qos and reservation apply; its node count and GPUs do not (the probe only reads facts)."""
+    o = group.options
+    opts = [f"{flag}={value}" for flag, value in (("--partition", o.partition), ("--account", o.account),
+            ("--qos", o.qos), ("--reservation", o.reservation)) if value is not None]  # fmt: skip
+    n = len(nodes)
+    return [
+        "srun", f"--nodes={n}", f"--ntasks={n}", "--ntasks-per-node=1", f"--nodelist={','.join(nodes)}",
+        f"--immediate={immediate_s}", f"--time={time_limit}", f"--output={output}",
+        f"--error={output.removesuffix('.json')}.err", "--job-name=orch-doctor", *opts, *command,
+    ]  # fmt: skip

@@ -169,3 +169,38 @@ def test_resume_after_killing_orch_mid_job(slurm_env: SlurmCluster, tmp_path: Pa
     [hr] = run["host_runs"]
     spool = (tmp_path / "shared-orch" / "runs" / running["run_id"] / node / "events.jsonl").read_text().splitlines()
     assert hr["last_seq"] == len(spool) - 1  # every line stored once, at its position
+
+
+def test_doctor_for_a_slurm_group_login_partition_nodes_and_probe(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env)
+    node = slurm_env.node
+    doc = orch.json("doctor", "--hosts", "cluster", "--probe-nodes", timeout=scaled(300))
+    login, row = doc["hosts"]
+    checks = {c["name"]: c for c in login["checks"]}
+    assert login["host"] == "cluster-login" and login["ok"]
+    assert checks["slurm"]["status"] == "ok" and checks["slurm"]["detail"].startswith("slurm-wlm 22.05")  # Debian 12
+    assert checks["partition"]["status"] == "ok"
+    assert checks["partition"]["detail"].startswith("cpu: 1 node(s): 1 idle; 1 usable, the group asks for 1")
+    node_checks = {c["name"]: c for c in row["checks"]}
+    assert row["host"] == node and row["ok"]
+    assert node_checks["node"]["status"] == "ok" and node_checks["node"]["detail"] == "idle"
+    assert node_checks["python"]["status"] == "ok" and node_checks["python"]["interpreter"] == sys.executable
+    assert not list((tmp_path / "shared-orch" / "doctor").iterdir())  # the probe's files are removed
+
+    drained = slurm_env.run("scontrol", "update", f"nodename={node}", "state=drain", "reason=bad dimm 3")
+    assert drained.returncode == 0, drained.stderr
+    try:
+        res = orch("doctor", "--hosts", "cluster", "--json", timeout=scaled(120))
+        assert res.returncode == 1, res.stderr[-2000:]
+        login, row = json.loads(res.stdout)["hosts"]
+        part = next(c for c in login["checks"] if c["name"] == "partition")
+        assert part["status"] == "fail" and "0 usable, the group asks for 1" in part["detail"]
+        assert "lower slurm.nodes" in part["hint"]
+        state = next(c for c in row["checks"] if c["name"] == "node")
+        assert state["status"] == "fail" and state["detail"] == "idle+DRAIN: bad dimm 3"
+        assert state["hint"].endswith(f"scontrol update nodename={node} state=resume")
+        text = orch("doctor", "--hosts", "cluster").stdout
+        assert f"{node} node: idle+DRAIN: bad dimm 3" in text
+    finally:
+        slurm_env.run("scontrol", "update", f"nodename={node}", "state=resume")
+        _wait_for("the node idle again", lambda: "idle" in slurm_env.run("sinfo", "-h", "-o", "%T").stdout)
