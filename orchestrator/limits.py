@@ -22,13 +22,13 @@ def needed_open_files(concurrency: int) -> int:
     return FDS_BASE + FDS_PER_HOST * concurrency
 
 
-def ensure_open_files(concurrency: int, *, option: str = "--concurrency", held_hosts: int = 0) -> int:
+def ensure_open_files(concurrency: int, *, option: str = "--concurrency") -> int:
     """Raise the soft open-files limit to the hard one; returns the soft limit now in force.
 
     Raises UsageError (exit 2) when the hard limit is below :func:`needed_open_files` for ``concurrency``,
-    naming both numbers, the highest concurrency that fits, and how to raise the limit. ``held_hosts``: hosts
-    whose connections stay open all along whatever the concurrency (``orch run`` reads every host's facts
-    first and keeps each connection to its host's end); they count when more than ``concurrency``. A hard limit of
+    naming both numbers, the highest concurrency that fits, and how to raise the limit.
+    (``orch run`` with more hosts than ``concurrency`` closes each connection after reading the host's facts and
+    opens it again for the host's turn, so it holds at most ``concurrency`` too.) A hard limit of
     RLIM_INFINITY is taken as the kernel's per-process maximum (``/proc/sys/fs/nr_open``).
     """
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -45,16 +45,7 @@ def ensure_open_files(concurrency: int, *, option: str = "--concurrency", held_h
             soft = ceiling
         except (ValueError, OSError):
             pass  # keep the soft limit we have; the check below still tells whether it is enough
-    need = needed_open_files(max(concurrency, held_hosts))
-    if soft < need and held_hosts > concurrency:
-        raise UsageError(
-            f"the open-files limit is {soft} (hard limit {ceiling}); a run over {held_hosts} hosts needs about "
-            f"{need} ({FDS_PER_HOST} per host: a run keeps each host's connection from its facts to its end, "
-            f"+ {FDS_BASE})",
-            f"select fewer hosts (at most {max(0, (soft - FDS_BASE) // FDS_PER_HOST)}) per run, or raise the hard "
-            f"limit (as root: `ulimit -Hn {need}` in the shell that starts orch, LimitNOFILE={need} in a systemd "
-            "unit, or `nofile` in /etc/security/limits.conf)",
-        )
+    need = needed_open_files(concurrency)
     if soft < need:
         fits = (soft - FDS_BASE) // FDS_PER_HOST
         lower = f"use {option} {fits} or lower, or " if fits >= 1 else ""

@@ -332,8 +332,9 @@ class _HostRun:
     async def prepare(self) -> tuple[RunSpec, dict[str, Any]]:
         """Gather the facts (unless done already), resolve the spec. Sets ``self.facts``."""
         name = self.host.name
-        if self.dep is None or not self.facts or self.t is None:
+        if self.dep is None or not self.facts:
             await self.gather()
+        await self.connect()  # dropped after the facts read when the run has more hosts than its concurrency
         facts = self.facts
         summary = host_facts_summary(facts)
         torch = facts.get("torch") or {}
@@ -566,7 +567,15 @@ class Runner:
         """Every host's facts, read before any host starts; the fleet view they make; and the gate: raises
         DriftError when ``--require-uniform`` (or a group's ``require_uniform:``) meets a difference outside
         ``allowed``. A host whose facts could not be read is returned in the failures (it fails as a value)."""
-        outcomes = await fanout(hosts, lambda h: runs[h.name].gather(), concurrency=self.req.concurrency)
+        many = len(hosts) > self.req.concurrency
+
+        async def gather(h: Host) -> dict[str, Any]:
+            facts = await runs[h.name].gather()
+            if many:  # hold at most `concurrency` connections (memory and open files stay flat per host)
+                await runs[h.name].drop()
+            return facts
+
+        outcomes = await fanout(hosts, gather, concurrency=self.req.concurrency)
         failed = {o.host.name: o.error for o in outcomes if o.error is not None}
         view = fleet_view(
             [(o.host.name, o.host.group, o.value) for o in outcomes if o.error is None],
@@ -583,7 +592,7 @@ class Runner:
 
     async def stored_verdict(self, host: str) -> tuple[HostVerdict, int, int]:
         """The host's verdict from what the store holds, and its stored result and error counts."""
-        rec = (await self.writer.call(self.store.get_run, self.run_id)).host_run(host)
+        rec = await self.writer.call(self.store.get_host_run, self.run_id, host)
         if rec is None:
             return HostVerdict("failed", "no host run stored"), 0, 0
         return host_verdict(rec.done_counts, results=rec.results, errors=rec.errors), rec.results, rec.errors

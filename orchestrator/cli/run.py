@@ -112,7 +112,7 @@ def run(
         concurrency=concurrency,
     )
     names = _selected(app, hosts, resume)
-    ensure_open_files(concurrency, held_hosts=len(names))
+    ensure_open_files(concurrency)
     progress = _progress(app, names, enabled=not json_out, verbose=verbose)
     runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
     try:

@@ -584,6 +584,14 @@ class Store:
                 host_runs=[_host_run_record(h, roofs.get(h.host)) for h in hrs],
             )
 
+    def get_host_run(self, run_id: str, host: str) -> HostRunRecord | None:
+        """One host's run, without its measured roof (``get_run`` reads every host of the run and their roofs:
+        per host at the end of a 1,000-host run, that was quadratic). None when the host is not in the run."""
+        with self._read() as s:
+            q = select(HostRun).where(HostRun.run_id == run_id, HostRun.host == host)
+            hr = s.scalars(q).one_or_none()
+            return None if hr is None else _host_run_record(hr, None)
+
     def results(
         self,
         run_id: str,

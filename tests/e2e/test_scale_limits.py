@@ -53,17 +53,3 @@ def test_soft_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096)))  # fmt: skip
     assert out.stdout.strip() == "4096 (4096, 4096)"
 
-
-def test_a_run_counts_every_selected_host_whatever_the_concurrency(tmp_path: Path) -> None:
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text("groups:\n  many:\n    hosts:\n" + "".join(
-        f"      l{i:02d}: {{connection: local, python: {sys.executable}}}\n" for i in range(30)))  # fmt: skip
-    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
-    res = _limited(orch, 200, 200, "run", "noop", "--hosts", "many", "--concurrency", "4")
-    assert res.returncode == 2, res.stderr
-    assert res.stderr == (
-        "error: the open-files limit is 200 (hard limit 200); a run over 30 hosts needs about 248 (4 per host: a run "
-        "keeps each host's connection from its facts to its end, + 128)\n"
-        "hint: select fewer hosts (at most 18) per run, or raise the hard limit (as root: `ulimit -Hn 248` in the "
-        "shell that starts orch, LimitNOFILE=248 in a systemd unit, or `nofile` in /etc/security/limits.conf)\n"
-    )

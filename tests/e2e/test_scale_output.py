@@ -127,7 +127,10 @@ def test_deploy_and_run_12_hosts_grouped(sshd_bed: SshdBed, tmp_path: Path) -> N
     assert all(re.fullmatch(r"    agent [0-9a-f]{12} (uploaded|present); no build; \d+\.\d\d MB uploaded", d)
                for d in details), lines  # fmt: skip
 
-    run = orch("run", "noop", "--hosts", "ct200", "--timeout", "30", timeout=600)
+    # 12 hosts, 4 at once: each connection is closed after the host's facts are read and opened again for its turn
+    logs = [p.root / "sshd.log" for p in sshd_bed.hosts]
+    before = sum(p.read_text().count("Accepted publickey for") for p in logs)
+    run = orch("run", "noop", "--hosts", "ct200", "--timeout", "30", "--concurrency", "4", timeout=600)
     assert run.returncode == 1, run.stderr
     lines = run.stdout.splitlines()
     assert lines[:4] == [
@@ -143,3 +146,4 @@ def test_deploy_and_run_12_hosts_grouped(sshd_bed: SshdBed, tmp_path: Path) -> N
     ), lines
     assert len(lines) == 6
     assert "─" not in run.stdout  # no per-host result tables
+    assert sum(p.read_text().count("Accepted publickey for") for p in logs) - before == 20
