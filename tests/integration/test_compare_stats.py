@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -119,3 +120,34 @@ def test_orch_runs_compare_says_the_noise_floor(tmp_path: Path) -> None:
     assert doc["noise_floor"] == "within-run samples only" and doc["slower"] == 1
     st = next(c["stats"] for c in doc["cases"] if c["case"]["M"] == 8)
     assert st["call"] == "slower" and st["band_source"] == "within-run" and st["ci_low"] > 1 + st["band"]
+
+
+def test_check_and_calibration_text(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """The text of orch runs check --confirm and orch calibrate, drawn from real stored comparisons."""
+    from orchestrator.cli import render_regress
+    from orchestrator.regress import CalibrateOutcome, CheckOutcome
+    from orchestrator.runner import HostOutcome, RunOutcome
+
+    aa = [_run_with(store, {1: 1.0, 8: 2.0}, seed=20 + i) for i in range(2)]
+    cal = CalibrateOutcome("moe-sweep", [RunOutcome(r, "moe-sweep", "completed", []) for r in aa],
+                           save_calibration(store, "moe-sweep", "time_ms", aa))  # fmt: skip
+    render_regress.calibration_table(cal)
+    out = capsys.readouterr().out
+    assert "calibration of moe-sweep" in out and "2 calibrations stored" in out and "M=8" in out
+    base = _run_with(store, {1: 1.0, 8: 2.0}, seed=1)
+    head = _run_with(store, {1: 1.1, 8: 2.2}, seed=2)  # both 10% slower
+    again = _run_with(store, {1: 1.1, 8: 2.0}, seed=3)  # the rerun: only M=1 still slower
+    cmp = store.compare(base, head)
+    slower = [c for c in cmp.cases if c.stats is not None and c.stats.call == "slower"]
+    recheck = store.compare(base, again)
+    reproduced = [c for c in recheck.cases if c.stats is not None and c.stats.call == "slower"]
+    rerun = RunOutcome(again, "moe-sweep", "completed", [HostOutcome("h1", "completed", 2)])
+    out_check = CheckOutcome(cmp, slower, True, rerun, recheck, reproduced)
+    assert out_check.regression and len(slower) == 2 and [c.case["M"] for c in reproduced] == [1]
+    render_regress.check_outcome(out_check)
+    text = capsys.readouterr().out
+    assert re.search(r"\nreproduced: h1 M=1 E=8 rerun/base 1\.(09|10|11)\d\n", text), text
+    assert "\nnot reproduced: h1 M=8 E=8\n" in text
+    assert "regression confirmed: 1 of 2 slower case(s) reproduced" in text
+    doc = out_check.to_dict()
+    assert [c["case"]["M"] for c in doc["not_reproduced"]] == [8] and doc["rerun_run_id"] == again
