@@ -134,7 +134,12 @@ def _seed_0002(conn: Connection) -> str:
 
 # One seed per revision that may be the "previous" one. Adding revision N+1 needs nothing new here until
 # revision N+2 arrives; a missing seed fails the test so that nobody skips the check by accident.
-SEEDS: dict[str, Callable[[Connection], str]] = {"0001": _seed_0001, "0002": _seed_0002, "0003": _seed_0002, "i16stats": _seed_0002}
+SEEDS: dict[str, Callable[[Connection], str]] = {
+    "0001": _seed_0001,
+    "0002": _seed_0002,
+    "0003": _seed_0002,
+    "i16stats": _seed_0002,
+}
 
 
 def _previous_revisions() -> list[str]:
