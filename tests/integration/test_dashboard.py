@@ -306,3 +306,23 @@ def test_read_token_is_asked_once_per_tab(store: Store, seeded: dict[str, str], 
     other = open_page(url + "/")  # a new tab (browser context) asks again
     ready(other)
     assert other.locator("#token-box").count() == 1
+
+
+def test_untrusted_labels_and_names_stay_text(
+    store: Store, seeded: dict[str, str], serve: Callable[[Settings, Store], str], open_page: Callable[[str], Any]
+) -> None:
+    """A label (free text) in the runs table, a page title and a Plotly legend: shown as written, never markup."""
+    evil = '<img src=x onerror="window.pwned=1">'
+    store.set_label(seeded["head"], evil)
+    url = serve(Settings(), store)
+    runs = open_page(url + "/?suite=moe-sweep")
+    ready(runs)
+    assert evil in runs.locator("#runs td.label").all_inner_texts()
+    page = open_page(url + f"/runs/{short(seeded['head'])}?with={short(seeded['base'])}")
+    ready(page)
+    assert page.locator("#title").inner_text() == f"moe-sweep — {evil}"
+    legend = page.evaluate("[...document.querySelectorAll('.plot[data-metric=gbps] .legendtext')]"
+                           ".map((t) => t.textContent)")
+    assert f"b300-0 · {evil}" in legend
+    assert page.evaluate("window.pwned") is None and runs.evaluate("window.pwned") is None
+    assert page.errors == [] and runs.errors == []
