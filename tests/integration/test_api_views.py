@@ -75,3 +75,25 @@ def test_views_resolve_flags_and_assets(store: Store, serve: Callable[[Settings,
         for path in (f"/runs/{short_base}", f"/compare?base={short_base}&head=x", "/hosts/h1", "/series?suite=s"):
             page = c.get(path)
             assert page.status_code == 200 and '<script src="/assets/dash.js"></script>' in page.text, path
+
+
+def test_the_recorded_expert_parallel_sweep_plots_rates_not_parameters(
+    store: Store, serve: Callable[[Settings, Store], str]
+) -> None:
+    """The 2x H200 moe-sweep-ep spool (docs/results/h200x2.md) as `orch runs import` stores it: GB/s (all GPUs and
+    per GPU, against one H200's roofs) and TFLOP/s, never distinct_experts or ep_gpus."""
+    from pathlib import Path
+
+    from orchestrator.spool_import import import_spool
+    from orchestrator.suites.registry import builtin_registry
+
+    spool = Path(__file__).resolve().parents[1] / "fixtures" / "h200x2" / "moe-sweep-ep" / "events.jsonl"
+    rid = import_spool(store, spool, host="h200x2-0", registry=builtin_registry()).run_id
+    url = serve(Settings(), store)
+    v = httpx.get(f"{url}/api/v1/views", params={"run": rid}, timeout=30).json()
+    assert [x["metric"] for x in v["views"]] == ["gbps", "gbps_per_gpu", "tflops", "us_per_token", "time_ms"]
+    assert {"distinct_experts", "ep_gpus"} <= set(v["metrics"])  # stored, offered in the picker, not a headline
+    per_gpu = v["views"][1]
+    assert [r["label"] for r in per_gpu["refs"]] == ["H200 SXM datasheet 4,800 GB/s"]  # no copy roof for this host
+    assert [(t["name"], len(t["points"])) for t in per_gpu["traces"]] == [("h200x2-0", 13)]
+    assert per_gpu["unit"] == "GB/s" and per_gpu["x_axis"]["ticktext"][-1] == "4096"
