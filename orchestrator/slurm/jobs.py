@@ -248,10 +248,13 @@ def sbatch_argv(group: SlurmGroup, job_dir: str, script: str, run_id: str) -> li
 
 
 def batch_script(
-    group: SlurmGroup, *, agent: str, spec: str, orch_home: str, run_id: str, node_agent: str | None = None
+    group: SlurmGroup, *, agent: str, spec: str, orch_home: str, run_id: str, node_agent: str | None = None,
+    spans: bool = False,
 ) -> str:
     """The job script: (with ``node_agent``) copy the agent to every node's ``agent_dir`` with ``sbcast``, then
-    ``srun`` one agent per node, each ``slurm-task`` spooling to its own run directory under ``orch_home``.
+    ``srun`` one agent per node, each ``slurm-task`` spooling to its own run directory under ``orch_home`` — or,
+    with ``spans`` (a suite whose cases span the nodes, ``multinode.py``), one agent on the batch host itself,
+    whose cases ``srun`` across the allocation.
 
     ``agent``: the agent on shared storage (as deployed on the login node); ``spec``: the run's spec file there.
     Every line is an argv joined with :func:`shlex.join` — nothing of the inventory or the suite is formatted into
@@ -268,7 +271,11 @@ def batch_script(
                                  group.agent_dir]))  # fmt: skip
         lines.append(shlex.join(["sbcast", "--force", agent, node_agent]))
         run_agent = node_agent
-    lines.append(shlex.join(task_argv(group, agent=run_agent, spec=spec, orch_home=orch_home)))
+    if spans:
+        lines.append(shlex.join([group.node_python, run_agent, "slurm-task", "--spec", spec, "--orch-home",
+                                 orch_home]))  # fmt: skip
+    else:
+        lines.append(shlex.join(task_argv(group, agent=run_agent, spec=spec, orch_home=orch_home)))
     return "\n".join(lines) + "\n"
 
 

@@ -6,24 +6,26 @@ and the start (the job's ``srun`` starts the worker, not orch) differ."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RemoteCommandError
 from orchestrator.inventory import Host
+from orchestrator.protocol import Event
 from orchestrator.runner import AGENT_EXIT_NO_RUN, HostOutcome, Runner, _HostRun, _StreamEnd
 from orchestrator.transport.base import Transport
 
 if TYPE_CHECKING:
-    from orchestrator.protocol import Event
     from orchestrator.slurm.service import SlurmJob
 
 NO_RUN_RETRY_S = 1.0  # the node's run directory does not exist yet (its task is starting): look again after, s
 
 
 class SlurmNode(_HostRun):
-    def __init__(self, runner: Runner, host: Host, job: SlurmJob) -> None:
+    def __init__(self, runner: Runner, host: Host, job: SlurmJob, *, nodes: list[str] | None = None) -> None:
+        """``nodes``: every node of the allocation when this node's cases span them (stored with each result)."""
         super().__init__(runner, host)
         self.job = job
+        self.span_nodes = nodes
         self.dep = job.dep
         self.started = True  # srun started it; cancel goes through scancel
 
@@ -41,6 +43,16 @@ class SlurmNode(_HostRun):
 
     async def _read(self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd]) -> None:
         await super()._read(t, [*argv, "--no-worker-check"], seq, queue)
+
+    def enrich(self, ev: Event) -> Event:
+        ev = super().enrich(ev)
+        if self.span_nodes is None or ev.type != "result":
+            return ev
+        data = dict(ev.data)
+        raw = data.get("info")
+        info: dict[str, Any] = raw if isinstance(raw, dict) else {}
+        data["info"] = {**info, "nodes": list(self.span_nodes)}  # one case, run on every node of the allocation
+        return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
 
     async def run_from(self, from_seq: int) -> HostOutcome:
         """Follow the node's spool from ``from_seq`` until its ``done`` line, then judge it from the store. Until

@@ -36,6 +36,7 @@ from orchestrator.errors import CommandTimeout, ConnectError, HostError, OrchErr
 from orchestrator.inventory import Host, Inventory
 from orchestrator.slurm import jobs
 from orchestrator.slurm.config import SlurmGroup
+from orchestrator.slurm.multinode import across_allocation, spans_nodes
 from orchestrator.suites.registry import resolve
 from orchestrator.suites.secrets import redact_spec
 from orchestrator.transport import open_transport
@@ -180,7 +181,8 @@ class SlurmDriver:
         self.r = runner
         self.group = group
         self.job = SlurmJob(group, login_host(runner.inventory, group), "", runner.req.timeout_s)
-        self.nodes: dict[str, Any] = {}  # node name -> _SlurmNode
+        self.nodes: dict[str, Any] = {}  # node name -> SlurmNode (one, the batch host's, when cases span nodes)
+        self.spans = False  # the suite's cases span the allocation (multinode.py)
         self.tasks: dict[str, asyncio.Task[HostOutcome]] = {}
 
     @property
@@ -207,16 +209,20 @@ class SlurmDriver:
             )  # fmt: skip
             self.job.run_id = self.r.run_id
             await self.r.writer.call(self.r.store.set_run_info, self.r.run_id, {"orch": version_info().as_dict()})
-            spec = resolve(req.suite, req.sets, preset=req.preset, repeat=req.repeat,
-                           cuda=bool(self.group.options.gpus_per_node), run_id=self.r.run_id, seed=req.seed,
-                           registry=self.r.registry)  # fmt: skip
+            spec: dict[str, Any] = dict(resolve(
+                req.suite, req.sets, preset=req.preset, repeat=req.repeat, cuda=bool(self.group.options.gpus_per_node),
+                run_id=self.r.run_id, seed=req.seed, registry=self.r.registry,
+            ))  # fmt: skip
+            self.spans = spans_nodes(self.r.registry, req.suite)
+            if self.spans:  # one case across the allocation, from one agent on the batch host
+                spec = across_allocation(spec, self.group)
             job_dir = f"{self.job.home}/runs/{self.r.run_id}/{jobs.JOB_DIR}"
             node_agent = (
                 f"{self.group.agent_dir.rstrip('/')}/agent-{dep.agent_sha[:16]}.pyz" if self.group.agent_dir else None
             )
             script = jobs.batch_script(
                 self.group, agent=dep.agent_path, spec=f"{job_dir}/spec.json", orch_home=self.job.home,
-                run_id=self.r.run_id, node_agent=node_agent,
+                run_id=self.r.run_id, node_agent=node_agent, spans=self.spans,
             )  # fmt: skip
             full = {**spec, "facts": {}, "started_by": f"{getpass.getuser()}@{socket.gethostname()}",
                     "telemetry_ms": req.telemetry_ms}  # fmt: skip
@@ -227,7 +233,7 @@ class SlurmDriver:
                 "group": self.group.name, "login": self.job.login.name, "job_id": None, "state": None,
                 "reason": None, "nodes": [], "orch_home": self.job.home, "job_dir": job_dir,
                 "agent": dep.agent_path, "agent_sha": dep.agent_sha,
-                "spec": redact_spec(spec, _public_env(self.r.registry, req.suite)),
+                "spec": redact_spec(spec, _public_env(self.r.registry, req.suite)), "spans_nodes": self.spans,
             }  # fmt: skip
             out = await self.job.slurm(jobs.sbatch_argv(self.group, job_dir, f"{job_dir}/job.sh", self.r.run_id),
                                        what="sbatch")  # fmt: skip
@@ -250,6 +256,7 @@ class SlurmDriver:
     async def resume(self, info: dict[str, Any]) -> RunOutcome:
         self.job.run_id = self.r.run_id
         self.job.info = dict(info)
+        self.spans = bool(info.get("spans_nodes"))
         self.r.observer.host_state(self.label, "connecting", self.job.login.name)
         await self.job.prepare()
         if info.get("orch_home"):
@@ -333,14 +340,15 @@ class SlurmDriver:
         except jobs.SlurmParseError as exc:
             raise HostError(self.job.login.name, str(exc), "check the node names in slurm.conf") from None
         await self._save(nodes=names)
-        for name in names:
+        agents = names[:1] if self.spans else names  # spanning cases: one agent, on the batch host (first node)
+        for name in agents:
             await self.r.writer.call(self.r.store.upsert_host, name, address=None, group=self.group.name,
                                      labels={"slurm_job": self.job.job_id})  # fmt: skip
-        await self.r.writer.call(self.r.store.add_host_runs, self.r.run_id, names)
+        await self.r.writer.call(self.r.store.add_host_runs, self.r.run_id, agents)
         states = {s.host: s for s in await self.r.writer.call(self.r.store.host_run_states, self.r.run_id)}
         assert self.job.dep is not None
-        for name in names:
-            node = SlurmNode(self.r, self._node_host(name), self.job)
+        for name in agents:
+            node = SlurmNode(self.r, self._node_host(name), self.job, nodes=names if self.spans else None)
             self.nodes[name] = node
             st = states.get(name)
             if st is not None and st.done:
@@ -350,7 +358,8 @@ class SlurmDriver:
                 await self.r.writer.call(self.r.store.start_host_run, self.r.run_id, name, facts={},
                                          agent_version=self.job.dep.agent_sha, build_sha=None)  # fmt: skip
                 await self.r.writer.call(self.r.store.set_host_run_info, self.r.run_id, name,
-                                         {"slurm_job": self.job.job_id, "spec": self.job.info.get("spec")})  # fmt: skip
+                                         {"slurm_job": self.job.job_id, "spec": self.job.info.get("spec"),
+                                          "nodes": names if self.spans else [name]})  # fmt: skip
             from_seq = (st.last_seq + 1) if st is not None else 0
             self.r.observer.host_state(name, "reattached" if resume else "started", f"job {self.job.job_id}")
             self.tasks[name] = asyncio.create_task(node.run_from(from_seq))

@@ -152,6 +152,8 @@ class CommandSuite:
     """Largest share of failed requests (0..1) a case may have and still be a result (with a warning)."""
     public_env: frozenset[str] = frozenset()
     """``env`` names whose values are not secret (suites/secrets.py: every other value is redacted)."""
+    spans_nodes: bool = False
+    """On a Slurm group, one case runs across the whole allocation (``slurm/multinode.py``); elsewhere ignored."""
 
     def cases(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One case per grid point: the parameters, then ``argv``, ``env``, ``timeout_s``. Raises SuiteError

@@ -23,6 +23,8 @@ A suite file::
     env: {HF_TOKEN: "hf_...", CUDA_VISIBLE_DEVICES: {value: "0", public: true}}   # placeholders allowed;
                                            # values are secrets (redacted outside the host) unless public
     max_failed_requests: 1%                # serving parsers: more failed requests make the case an error
+    spans_nodes: false                     # true: on a Slurm group one case runs across the whole allocation
+                                           # (srun --nodes=N, e.g. nccl-tests between nodes), stored once
     parser: sglang-one-batch               # or {name: regex, pattern: 'tput: (?P<tput>[\\d.]+)'}
     metrics:                               # name -> {path, unit}; engine parsers know their units
       decode_tput: {path: median_decode_throughput}
@@ -72,7 +74,7 @@ RESERVED = frozenset({*RUN_PARAMS, *CASE_COMMAND_KEYS, *BUILTIN_PLACEHOLDERS})
 AGENT_METRICS = {"wall_ms": "ms"}  # what the agent's command bench itself measures
 TOP_KEYS = (
     "name, description, command, params, grid, sweep, timeout_s, repeat, warmup, env, parser, metrics, "
-    "references, presets, max_failed_requests, plot"
+    "references, presets, max_failed_requests, plot, spans_nodes"
 )
 _TYPES: dict[str, ParamType] = {"int": "int", "float": "float", "str": "str", "list": "int-list"}
 
@@ -144,6 +146,7 @@ class SuiteFile(BaseModel):
     presets: dict[str, PresetSpec] = Field(default_factory=dict)
     max_failed_requests: str = "1%"
     plot: list[str] | None = None
+    spans_nodes: bool = False
 
     @field_validator("parser", mode="before")
     @classmethod
@@ -304,6 +307,7 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
         references=references,
         scalars=tuple(p.name for p in params if p.type != "int-list"),
         max_failed_requests=float(m.group(1)) / 100,
+        spans_nodes=spec.spans_nodes,
     )
     all_params = (*params, *_run_params(repeat=spec.repeat, warmup=spec.warmup))
     presets = tuple(Preset(n, p.description, _preset_values(spec, n, p, params, w)) for n, p in spec.presets.items())

@@ -204,3 +204,35 @@ def test_doctor_for_a_slurm_group_login_partition_nodes_and_probe(slurm_env: Slu
     finally:
         slurm_env.run("scontrol", "update", f"nodename={node}", "state=resume")
         _wait_for("the node idle again", lambda: "idle" in slurm_env.run("sinfo", "-h", "-o", "%T").stdout)
+
+
+SPAN_SUITE = """\
+name: span-probe
+description: how many nodes the case's own job step spans, as Slurm tells the command
+command: ["printenv", "SLURM_STEP_NUM_NODES"]
+spans_nodes: true
+parser: {name: regex, pattern: '(?P<nodes>[0-9]+)'}
+metrics: {nodes: {path: nodes, unit: count}}
+"""
+
+
+def test_a_suite_spanning_nodes_runs_one_case_with_srun_across_the_allocation(
+    slurm_env: SlurmCluster, tmp_path: Path
+) -> None:
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "span.yaml").write_text(SPAN_SUITE)
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    doc = orch.json("run", "span-probe", "--hosts", "cluster", "--suite-dir", str(suites))
+    node = slurm_env.node
+    assert doc["status"] == "completed"
+    assert [(h["host"], h["status"], h["results"]) for h in doc["hosts"]] == [(node, "completed", 1)]
+    shown = orch.json("runs", "show", doc["run_id"])
+    [result] = shown["results"]
+    assert result["metrics"]["nodes"]["value"] == 1  # the command ran inside its own srun step of the job
+    assert result["info"]["argv"][:4] == ["srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1"]
+    assert result["info"]["nodes"] == [node]  # stored once, with every node of the allocation
+    [hr] = shown["run"]["host_runs"]
+    assert hr["info"]["nodes"] == [node]
+    script = (tmp_path / "shared-orch" / "runs" / doc["run_id"] / "_slurm" / "job.sh").read_text().splitlines()
+    assert script[-1].split()[2] == "slurm-task"  # one agent on the batch host, not under srun

@@ -151,3 +151,23 @@ def test_hostnames_are_checked() -> None:
     assert jobs.parse_hostnames("gpu01\ngpu02\n") == ["gpu01", "gpu02"]
     with pytest.raises(jobs.SlurmParseError, match="not a node name"):
         jobs.parse_hostnames("gpu01\n../etc\n")
+
+
+def test_cases_spanning_nodes_get_the_launcher_and_one_agent_on_the_batch_host() -> None:
+    from orchestrator.slurm.multinode import across_allocation, spans_nodes
+    from orchestrator.suites.loader import load_registry
+
+    g = SlurmGroup("h200", SlurmOptions(nodes=4, gpus_per_node=8), "login-0")
+    spec = {"run_id": "r", "cases": [{"size_bytes": 8, "argv": ["all_reduce_perf", "-b", "8", "-g", "8"]}]}
+    out = across_allocation(spec, g)
+    assert out["cases"][0]["argv"] == ["srun", "--nodes=4", "--ntasks=4", "--ntasks-per-node=1", "all_reduce_perf",
+                                       "-b", "8", "-g", "8"]  # fmt: skip
+    assert spec["cases"][0]["argv"][0] == "all_reduce_perf"  # the input is left as it was
+    with pytest.raises(ValueError, match="needs a command"):
+        across_allocation({"cases": [{"M": 1}]}, g)
+    reg = load_registry()  # the built-in suites, the YAML ones (nccl-tests) included
+    assert spans_nodes(reg, "nccl-allreduce") and spans_nodes(reg, "nccl-allreduce-text")
+    assert not spans_nodes(reg, "noop") and not spans_nodes(reg, "sglang-one-batch")
+    script = jobs.batch_script(g, agent="/h/a.pyz", spec="/s/spec.json", orch_home="/s", run_id="r", spans=True)
+    assert shlex.split(script.splitlines()[-1]) == ["python3", "/h/a.pyz", "slurm-task", "--spec", "/s/spec.json",
+                                                   "--orch-home", "/s"]  # fmt: skip
