@@ -29,13 +29,14 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from typing import Any, Literal
 
 import numpy as np
 
-Call = Literal["slower", "faster", "within noise", "n/a"]
-BandSource = Literal["calibration", "within-run"]
+from orchestrator.analysis.casestats import BandSource as BandSource  # re-exported: stats.BandSource etc.
+from orchestrator.analysis.casestats import Call as Call
+from orchestrator.analysis.casestats import CaseStats as CaseStats
 
 ALPHA = 0.05  # false discovery rate across one comparison's cases (Benjamini & Hochberg 1995)
 CONFIDENCE = 0.95  # bootstrap interval level
@@ -45,28 +46,6 @@ BOOTSTRAP_BATCH = 100  # resamples drawn at a time; fixed, so a case's draws nev
 MWU_EXACT_MAX = 8  # SciPy's mannwhitneyu 'auto': asymptotic when both samples exceed 8, else exact unless ties
 MIN_SAMPLES = 3  # fewer samples per side: no test (Mann-Whitney's smallest two-sided p at 3 vs 3 is 0.1)
 WITHIN_RUN_QUANTILES = (0.10, 0.90)  # the within-run spread: half the p10-p90 width relative to the median
-
-
-@dataclass(frozen=True)
-class CaseStats:
-    """The statistics of one case. ``ratio`` = median(head) / median(base); ``ci_low``/``ci_high`` its
-    bootstrap interval; ``p_value`` Mann–Whitney U (two-sided); ``q_value`` the BH-adjusted p-value (None until
-    ``call_cases`` adjusts a whole comparison); ``band`` the relative noise half-width and ``band_source`` where
-    it came from; ``call`` the verdict; ``n_base``/``n_head`` the sample counts."""
-
-    ratio: float | None
-    ci_low: float | None
-    ci_high: float | None
-    p_value: float | None
-    q_value: float | None
-    band: float
-    band_source: BandSource
-    call: Call
-    n_base: int
-    n_head: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def _clean(xs: Sequence[float] | None) -> np.ndarray[Any, np.dtype[np.float64]]:

@@ -84,22 +84,11 @@ def record_response(record: Any) -> Response:
     the pydantic models cost 10-50 ms per request (tests/integration/test_api.py checks both give the same bytes)."""
     adapter = _ADAPTERS.get(type(record))
     if adapter is None:
-        _bind_type_checking_names()
         adapter = _ADAPTERS[type(record)] = TypeAdapter(type(record))
     return Response(adapter.dump_json(record), media_type="application/json")
 
 
 _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}  # built on first use: one per record class
-
-
-def _bind_type_checking_names() -> None:
-    """``store.records`` names ``analysis.stats.CaseStats`` only under TYPE_CHECKING (the CLI's import skips
-    numpy), so pydantic cannot resolve ``CompareCase.stats`` from that module; the server computes comparisons
-    anyway: bind the name there before building a record's TypeAdapter."""
-    from orchestrator.analysis import stats
-    from orchestrator.store import records
-
-    records.__dict__.setdefault("CaseStats", stats.CaseStats)
 
 
 StoreDep = Annotated[Store, Depends(get_store)]

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
+from orchestrator.analysis.casestats import CaseStats
 from orchestrator.analysis.compare import Verdict
-
-if TYPE_CHECKING:
-    from orchestrator.analysis.stats import CaseStats  # numpy: imported where comparisons are computed
 
 T = TypeVar("T")
 
