@@ -193,9 +193,11 @@ class Inventory:
             if not term:
                 continue
             if term in self.slurm:
+                login = self.slurm[term].login
                 raise SelectionError(
                     f"--hosts {selector!r}: {term!r} is a Slurm group, whose hosts are the nodes Slurm allocates",
-                    f"select it alone: --hosts {term}",
+                    f"orch run and orch doctor take it alone (--hosts {term}); other commands reach the cluster "
+                    f"through its login node" + ("" if login == "local" else f" (--hosts {login})"),
                 )
             matched = self._match_term(term)
             if not matched:

@@ -236,3 +236,34 @@ def test_a_suite_spanning_nodes_runs_one_case_with_srun_across_the_allocation(
     assert hr["info"]["nodes"] == [node]
     script = (tmp_path / "shared-orch" / "runs" / doc["run_id"] / "_slurm" / "job.sh").read_text().splitlines()
     assert script[-1].split()[2] == "slurm-task"  # one agent on the batch host, not under srun
+
+
+def test_node_local_agent_dir_is_filled_by_sbcast(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    inv = json.loads(orch.inventory.read_text())
+    inv["groups"]["cluster"]["agent_dir"] = str(tmp_path / "node-local")
+    orch.inventory.write_text(json.dumps(inv))
+    doc = orch.json("run", "noop", "--hosts", "cluster", "--set", "ms=1")
+    assert doc["status"] == "completed" and doc["hosts"][0]["results"] == 1
+    [copied] = (tmp_path / "node-local").glob("agent-*.pyz")
+    script = (tmp_path / "shared-orch" / "runs" / doc["run_id"] / "_slurm" / "job.sh").read_text()
+    assert "sbcast --force " in script and str(copied) in script.splitlines()[-1]
+
+
+def test_ctrl_c_scancels_the_job(slurm_env: SlurmCluster, tmp_path: Path) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    proc = orch.popen("run", "noop", "--hosts", "cluster", "--set", "ms=600000")
+    try:
+        running = _wait_for("the node's hello stored", lambda: (d := _latest(orch)) and d["hosts"] and
+                            d["hosts"][0]["status"] == "running" and d)  # fmt: skip
+        job = running["slurm"]["job_id"]
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=scaled(120))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130
+    assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
+    after = _latest(orch)
+    assert after is not None and after["status"] == "cancelled" and after["hosts"][0]["status"] == "cancelled"

@@ -38,7 +38,12 @@ def test_a_slurm_group_is_selected_alone() -> None:
     inv = parse_inventory(GOOD)
     with pytest.raises(SelectionError, match="'h200' is a Slurm group") as exc:
         inv.select("h200,login-0")
-    assert exc.value.hint == "select it alone: --hosts h200"
+    assert exc.value.hint == (
+        "orch run and orch doctor take it alone (--hosts h200); other commands reach the cluster through its login "
+        "node (--hosts login-0)"
+    )
+    with pytest.raises(SelectionError, match="is a Slurm group"):
+        inv.select("h200")  # e.g. orch deploy --hosts h200: its nodes are not known before a job
 
 
 @pytest.mark.parametrize(
