@@ -93,8 +93,17 @@ def aa_spread(medians: Sequence[float]) -> float | None:
     return max(hi / lo - 1.0 for hi in m for lo in m if hi >= lo)
 
 
+def _median(x: Any, axis: int = -1) -> Any:
+    """``np.median`` along ``axis`` for finite input, by a full sort: on the bootstrap's (resamples, cases, n)
+    arrays of a few dozen samples per case it is ~4x faster than NumPy's partition-based median."""
+    s = np.moveaxis(np.sort(x, axis=axis), axis, -1)
+    n = s.shape[-1]
+    lo = s[..., (n - 1) // 2]
+    return lo if n % 2 else (lo + s[..., n // 2]) / 2.0
+
+
 def _ratio_of_medians(b: Any, h: Any, axis: int = -1) -> Any:
-    return np.median(h, axis=axis) / np.median(b, axis=axis)
+    return _median(h, axis) / _median(b, axis)
 
 
 def compare_samples(

@@ -154,3 +154,9 @@ def test_many_cases_at_once_equal_each_case_alone() -> None:
     together = stats.compare_many(cases)
     alone = [stats.compare_samples(b, h, band=band, band_source=src) for b, h, band, src in cases]
     assert together == alone and together[-1].call == "n/a"
+
+
+def test_sort_median_equals_numpys() -> None:
+    x = np.random.default_rng(11).normal(size=(7, 5, 20))
+    for n in (1, 2, 19, 20):
+        assert np.array_equal(stats._median(x[..., :n]), np.median(x[..., :n], axis=-1))
