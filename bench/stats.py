@@ -59,7 +59,7 @@ def main() -> None:
     print(f"  baseline (compare_samples per case): {base_best * 1000:8.2f} ms per case")
     print(f"  orch (compare_many, grouped):        {orch_best * 1000:8.2f} ms per case")
     ratio = base_best / orch_best
-    print(f"  speed-up {ratio:.1f}x (target >= 3x): {"ok" if ratio >= 3 else "MISS"}")
+    print(f"  speed-up {ratio:.1f}x (target >= 3x): {'ok' if ratio >= 3 else 'MISS'}")
 
 
 if __name__ == "__main__":
