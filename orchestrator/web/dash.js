@@ -251,9 +251,8 @@ function flagsBox(flags, who) {
 async function runPage(ref, q, stale) {
   const others = (q.get("with") || "").split(",").map((s) => s.trim()).filter(Boolean);
   const metric = q.get("metric") || "";
-  const summary = await get("/resolve", { ref });
-  const [run, views, flags] = await Promise.all([
-    get(`/runs/${summary.id}`), get("/views", { run: [summary.id, ...others], metric }), get(`/runs/${summary.id}/flags`)]);
+  const [summary, views] = await Promise.all([get("/resolve", { ref }), get("/views", { run: [ref, ...others], metric })]);
+  const [run, flags] = await Promise.all([get(`/runs/${summary.id}`), get(`/runs/${summary.id}/flags`)]);
   fetchedAt = performance.now();
   if (stale()) return;
   const hostLinks = run.host_runs.map((h, i) => [i ? ", " : "", link(`/hosts/${encodeURIComponent(h.host)}`, h.host),
