@@ -223,6 +223,10 @@ def suite_detail(doc: dict[str, Any]) -> None:
     )
     if doc.get("sweep"):
         c.print(f"sweep axis: {safe(doc['sweep'])} (one case per value)")
+    if doc.get("plots"):
+        roofs = {"memory": " against the datasheet and copy roofs", "compute": " against the dense peak"}
+        shown = ", ".join(safe(p["metric"]) + roofs.get(p["roof"] or "", "") for p in doc["plots"])
+        c.print(f"plots (dashboard, orch runs plot): {shown}", soft_wrap=True)
     params = Table(title="Parameters (--set KEY=VALUE)", title_justify="left")
     for col in ("key", "type", "default", "accepted", "scope", "help"):
         params.add_column(col, overflow="fold")

@@ -296,6 +296,7 @@ class SuiteDef:
             "params": [p.describe() for p in self.params],
             "presets": [{"name": p.name, "description": p.description, "values": dict(p.values)} for p in self.presets],
             "default_preset": {"cuda": self.default_preset_cuda, "cpu": self.default_preset_cpu},
+            "plots": [{"metric": p.metric, "roof": p.roof} for p in self.plots],
             **(self.command.describe() if self.command is not None else {"source": "built-in"}),
         }
 

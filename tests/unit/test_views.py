@@ -139,3 +139,15 @@ def test_yaml_suites_declare_their_plots_and_a_wrong_name_is_a_file_line_error()
     shipped = load_registry().get("sglang-one-batch")
     assert [p.metric for p in shipped.plots] == ["median_decode_throughput", "median_decode_latency",
                                                  "prefill_throughput"]  # fmt: skip
+
+
+def test_suites_show_names_the_plots() -> None:
+    from typer.testing import CliRunner
+
+    from orchestrator.cli.suites import app
+
+    assert get_suite("moe-sweep").describe()["plots"][:2] == [{"metric": "gbps", "roof": "memory"},
+                                                              {"metric": "tflops", "roof": "compute"}]  # fmt: skip
+    text = CliRunner().invoke(app, ["show", "moe-sweep-ep"], env={"COLUMNS": "300"}).output
+    assert ("plots (dashboard, orch runs plot): gbps, gbps_per_gpu against the datasheet and copy roofs, tflops, "
+            "us_per_token, time_ms") in text
