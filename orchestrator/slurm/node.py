@@ -9,9 +9,10 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import RemoteCommandError
+from orchestrator.facts import host_facts_summary
 from orchestrator.inventory import Host
 from orchestrator.protocol import Event
-from orchestrator.runner import AGENT_EXIT_NO_RUN, HostOutcome, Runner, _HostRun, _StreamEnd
+from orchestrator.runner import AGENT_EXIT_NO_RUN, HostOutcome, Runner, _HostRun, _StreamEnd, gpu_spec_for
 from orchestrator.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ class SlurmNode(_HostRun):
         super().__init__(runner, host)
         self.job = job
         self.span_nodes = nodes
+        self._facts_task: asyncio.Task[None] | None = None
         self.dep = job.dep
         self.started = True  # srun started it; cancel goes through scancel
 
@@ -45,6 +47,15 @@ class SlurmNode(_HostRun):
         await super()._read(t, [*argv, "--no-worker-check"], seq, queue)
 
     def enrich(self, ev: Event) -> Event:
+        if ev.type == "hello" and isinstance(ev.data.get("facts"), dict) and self._facts_task is None:
+            # the node's facts come with its hello (the worker read them there): the GPU spec for the roofline
+            # figures of the results that follow, and the stored facts of the host run
+            summary = host_facts_summary(ev.data["facts"])
+            device = str((self.job.info.get("spec") or {}).get("device") or "auto")
+            self.gpu = gpu_spec_for(self.host, summary, device)
+            self._facts_task = asyncio.create_task(
+                self.r.writer.call(self.r.store.set_host_run_facts, self.r.run_id, self.host.name, summary)
+            )
         ev = super().enrich(ev)
         if self.span_nodes is None or ev.type != "result":
             return ev
@@ -71,6 +82,8 @@ class SlurmNode(_HostRun):
                     raise
             await asyncio.sleep(NO_RUN_RETRY_S)
             from_seq = await self.r.writer.call(self.r.store.last_seq, self.r.run_id, self.host.name) + 1
+        if self._facts_task is not None:
+            await self._facts_task
         return await self.finish()
 
     async def cancel_remote(self) -> None:

@@ -187,7 +187,8 @@ class SlurmDriver:
 
     @property
     def label(self) -> str:
-        return f"{self.group.name} (job {self.job.job_id or '-'})"
+        """The progress row of the job itself (its nodes get their own rows once allocated)."""
+        return self.group.name
 
     async def _save(self, **changes: Any) -> None:
         self.job.info.update(changes)
@@ -224,7 +225,8 @@ class SlurmDriver:
                 self.group, agent=dep.agent_path, spec=f"{job_dir}/spec.json", orch_home=self.job.home,
                 run_id=self.r.run_id, node_agent=node_agent, spans=self.spans,
             )  # fmt: skip
-            full = {**spec, "facts": {}, "started_by": f"{getpass.getuser()}@{socket.gethostname()}",
+            # no "facts": each node's worker reads its own and sends them in its hello line
+            full = {**spec, "started_by": f"{getpass.getuser()}@{socket.gethostname()}",
                     "telemetry_ms": req.telemetry_ms}  # fmt: skip
             await self.job.write_files(job_dir, {"spec.json": json.dumps(full), "job.sh": script})
             from orchestrator.runner import _public_env
@@ -242,7 +244,7 @@ class SlurmDriver:
             except jobs.SlurmParseError as exc:
                 raise HostError(self.job.login.name, str(exc), "run sbatch by hand on the login node") from None
             await self._save(job_id=job_id, state="PENDING", submitted_at=time.time())
-            self.r.observer.host_state(self.label, "submitted")
+            self.r.observer.host_state(self.label, "submitted", f"job {job_id}")
         except OrchError:
             if self.r.run_id:
                 await self._fail_run()
@@ -320,7 +322,7 @@ class SlurmDriver:
             if js is None or (current.state, current.reason, current.nodes) != (js.state, js.reason, js.nodes):
                 await self._save(state=current.state, reason=current.reason, nodes_expr=current.nodes,
                                  time_limit_min=current.time_limit_min)  # fmt: skip
-                detail = f"reason {current.reason}" if current.reason else ""
+                detail = f"job {self.job.job_id}" + (f", reason {current.reason}" if current.reason else "")
                 self.r.observer.host_state(self.label, current.state.lower(), detail)
             js = current
             if js.nodes and not self.nodes and not js.pending:

@@ -311,6 +311,14 @@ class Store:
             hr.started_at = hr.started_at or now
             s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=now))
 
+    def set_host_run_facts(self, run_id: str, host: str, facts: dict[str, Any]) -> None:
+        """The host facts of a host run (and the host's latest), leaving its status alone: a Slurm node's facts
+        arrive with its agent's hello line, after the host run was started."""
+        with self._write() as s:
+            hr = self._host_run(s, run_id, host)
+            hr.facts = facts
+            s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=_now()))
+
     def finish_host_run(self, run_id: str, host: str, status: str, error: str | None = None) -> None:
         if status not in HOST_RUN_STATUSES:
             raise ValueError(f"host run status {status!r} not in {HOST_RUN_STATUSES}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import Orch
 from tests.plugins.slurm import SlurmCluster
+from tests.plugins.sshd import SshdBed
 from tests.plugins.timing import scaled
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(scaled(600))]
@@ -87,6 +90,8 @@ def test_cpu_suite_end_to_end_into_the_store(slurm_env: SlurmCluster, tmp_path: 
     # the node is a host of the store, in the Slurm group
     hosts = orch.json("runs", "show", doc["run_id"])["run"]["host_runs"]
     assert hosts[0]["info"]["slurm_job"] == job
+    # the node's facts, read by its worker and sent in its hello line, are the host run's provenance
+    assert hosts[0]["facts"]["hostname"] == socket.gethostname() and hosts[0]["facts"]["python"]
 
 
 def test_pending_job_is_shown_with_its_reason_and_cancellable(slurm_env: SlurmCluster, tmp_path: Path) -> None:
@@ -267,3 +272,25 @@ def test_ctrl_c_scancels_the_job(slurm_env: SlurmCluster, tmp_path: Path) -> Non
     assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
     after = _latest(orch)
     assert after is not None and after["status"] == "cancelled" and after["hosts"][0]["status"] == "cancelled"
+
+
+def test_login_node_over_ssh(slurm_env: SlurmCluster, sshd_bed: SshdBed, tmp_path: Path) -> None:
+    """``login: HOST``: sbatch, squeue, sacct and every node's follow run on the login node through the SSH
+    transport (a real sshd whose sessions see the cluster's SLURM_CONF), the agent deployed in its home."""
+    login = sshd_bed.add("login-0", start=False)
+    login.env["SLURM_CONF"] = str(slurm_env.conf)
+    login.start()
+    doc = yaml.safe_load(sshd_bed.inventory_yaml({"login": [login]}, python=sys.executable))
+    doc["groups"]["cluster"] = {
+        "slurm": {"partition": slurm_env.partition, "nodes": 1, "time": "5"},
+        "login": "login-0",
+        "vars": {"python": sys.executable, "orch_home": str(tmp_path / "shared-orch")},
+    }
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(yaml.safe_dump(doc))
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    out = orch.json("run", "noop", "--hosts", "cluster", "--set", "ms=1")
+    assert out["status"] == "completed"
+    assert [(h["host"], h["status"], h["results"]) for h in out["hosts"]] == [(slurm_env.node, "completed", 1)]
+    assert list((login.home / ".orch" / "agent").glob("*/agent.pyz"))  # deployed over SFTP to the login node
+    assert _wait_for("sacct COMPLETED", lambda: _sacct_state(slurm_env, out["slurm"]["job_id"]) == "COMPLETED")
