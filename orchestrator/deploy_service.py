@@ -11,6 +11,7 @@ from orchestrator.fanout import fanout
 from orchestrator.inventory import Host, Inventory
 from orchestrator.store.repo import Store
 from orchestrator.transport import open_transport
+from orchestrator.transport.sshconfig import SshResolver
 
 
 @dataclass
@@ -37,11 +38,12 @@ async def deploy_hosts(
 ) -> DeployReport:
     """Deploy to every selected host, at most ``concurrency`` at once; one row per host (a failed host is a row)."""
     hosts = inventory.select(selector)
+    resolver = SshResolver()  # ssh -G answers and known_hosts files read once for all hosts, not once per host
     plan = deploy.plan(build)
     try:
 
         async def one(host: Host) -> deploy.HostDeploy:
-            t = await open_transport(host, timeout_s=timeout_s)
+            t = await open_transport(host, timeout_s=timeout_s, resolver=resolver)
             try:
                 return await deploy.deploy_host(t, host, build=plan.build, keep=keep)
             finally:

@@ -62,6 +62,7 @@ from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, ge
 from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import CommandResult, Transport
+from orchestrator.transport.sshconfig import SshResolver
 from orchestrator.version import version_info
 
 T = TypeVar("T")
@@ -301,7 +302,7 @@ class _HostRun:
 
     async def connect(self) -> Transport:
         if self.t is None:
-            self.t = await open_transport(self.host, timeout_s=self.r.req.timeout_s)
+            self.t = await open_transport(self.host, timeout_s=self.r.req.timeout_s, resolver=self.r.resolver)
         return self.t
 
     async def drop(self) -> None:
@@ -523,9 +524,12 @@ class Runner:
         self.observer: Observer = observer or NullObserver()
         self.writer = StoreWriter(store)
         self.run_id = ""
+        self.resolver = SshResolver()  # one per run()/resume(): ssh -G answers and known_hosts parsed once
+
 
     async def run(self) -> RunOutcome:
         """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
+        self.resolver = SshResolver()
         slurm = self.inventory.slurm_group(self.req.selector)
         if slurm is not None:  # one sbatch job whose nodes become the hosts (orchestrator/slurm/)
             from orchestrator.slurm.service import SlurmDriver
@@ -601,6 +605,7 @@ class Runner:
         """Reattach to a run: follow every host whose ``done`` line is not stored from its last stored position —
         also in a run already marked partial or failed because a connection was lost — then recompute the
         run's status. Raises UsageError for a cancelled run, or one whose every host's done line is stored."""
+        self.resolver = SshResolver()
         detail = await self.writer.call(self.store.get_run, run_id)
         states = await self.writer.call(self.store.host_run_states, run_id)
         open_hosts = [st.host for st in states if not st.done]
