@@ -71,6 +71,20 @@ print(json.dumps({"dir": d}))
 """
 
 
+#: Prints {"tail": the last 2000 bytes of the file argv[1]} ("" when it cannot be read).
+_TAIL = r"""
+import json, os, sys
+try:
+    with open(sys.argv[1], "rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - 2000))
+        tail = f.read().decode("utf-8", "replace")
+except OSError:
+    tail = ""
+print(json.dumps({"tail": tail}))
+"""
+OUTPUT_LINES = 5  # lines of a failed job's Slurm output put into its nodes' errors
+
+
 def login_host(inventory: Inventory, group: SlurmGroup) -> Host:
     """The Host orch reaches the cluster through: the inventory host ``login`` names, or this machine."""
     if group.login == "local":
@@ -379,10 +393,28 @@ class SlurmDriver:
         return Host(name=name, group=self.group.name, connection=login.connection, python=login.interpreter,
                     orch_home=self.job.home)  # fmt: skip
 
+    async def _job_output(self, js: jobs.JobState) -> str:
+        """``"; its output ends: ..."`` — the last lines of Slurm's output file of a job that did not complete
+        (srun's and the agents' own words: an interpreter not found, a refused start), or "" (COMPLETED,
+        CANCELLED, an empty or unreadable file)."""
+        job_dir = self.job.info.get("job_dir")
+        if js.state in ("COMPLETED", "CANCELLED") or not job_dir or not self.job.job_id:
+            return ""
+        path = f"{job_dir}/slurm-{self.job.job_id}.out"
+        try:
+            t = await self.job.connect()
+            res = await t.run([self.job.login.interpreter, "-c", _TAIL, path], timeout_s=SLURM_TIMEOUT_S, check=False)
+            tail = str(res.json_object().get("tail") or "")
+        except (OrchError, ValueError):
+            return ""
+        lines = [ln.strip() for ln in tail.splitlines() if ln.strip()][-OUTPUT_LINES:]
+        return f"; its output ({path}) ends: " + " | ".join(lines) if lines else ""
+
     async def _finish(self, js: jobs.JobState) -> RunOutcome:
         from orchestrator.runner import HostOutcome, RunOutcome, run_status
 
         outcomes: list[HostOutcome] = []
+        told = await self._job_output(js)
         for name, task in self.tasks.items():
             if not task.done():
                 task.cancel()
@@ -399,7 +431,7 @@ class SlurmDriver:
                 out = task.result()
             status, error = jobs.node_outcome(js, out.status)
             if error is not None or out.status == "failed":
-                out.status, out.error = status, error or out.error
+                out.status, out.error = status, (error + told if error else out.error)
                 await self.r.writer.call(self.r.store.finish_host_run, self.r.run_id, name, status, out.error)
             outcomes.append(out)
         stored = await self.r.writer.call(self.r.store.get_run, self.r.run_id)
@@ -412,7 +444,7 @@ class SlurmDriver:
         else:  # the job ended before any node ran (cancelled while pending, refused at start)
             status = "cancelled" if js.state == "CANCELLED" else "failed"
             outcomes = [HostOutcome(self.group.name, jobs.TERMINAL.get(js.state, ("failed", ""))[0], 0, 0,
-                                    js.describe())]  # fmt: skip
+                                    js.describe() + told)]  # fmt: skip
         await self._save(state=js.state, reason=js.reason, ended=js.describe())
         await self.r.writer.call(self.r.store.finish_run, self.r.run_id, status)
         self.r.writer.close()

@@ -294,3 +294,20 @@ def test_login_node_over_ssh(slurm_env: SlurmCluster, sshd_bed: SshdBed, tmp_pat
     assert [(h["host"], h["status"], h["results"]) for h in out["hosts"]] == [(slurm_env.node, "completed", 1)]
     assert list((login.home / ".orch" / "agent").glob("*/agent.pyz"))  # deployed over SFTP to the login node
     assert _wait_for("sacct COMPLETED", lambda: _sacct_state(slurm_env, out["slurm"]["job_id"]) == "COMPLETED")
+
+
+def test_a_node_interpreter_that_does_not_exist_fails_with_slurms_words(
+    slurm_env: SlurmCluster, tmp_path: Path
+) -> None:
+    orch = _inventory(tmp_path, slurm_env, time="5")
+    inv = json.loads(orch.inventory.read_text())
+    inv["groups"]["cluster"]["vars"]["python"] = "/nonexistent/python3"
+    orch.inventory.write_text(json.dumps(inv))
+    res = orch("run", "noop", "--hosts", "cluster", "--json", timeout=scaled(240))
+    assert res.returncode == 1, res.stderr[-2000:]
+    doc = json.loads(res.stdout)
+    [host] = doc["hosts"]
+    job = doc["slurm"]["job_id"]
+    assert doc["status"] == "failed" and host["status"] == "failed" and doc["slurm"]["state"] == "FAILED"
+    assert host["error"].startswith(f"Slurm job {job} FAILED: the job failed")
+    assert f"_slurm/slurm-{job}.out) ends: " in host["error"] and "/nonexistent/python3" in host["error"]
