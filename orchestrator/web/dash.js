@@ -320,13 +320,19 @@ async function comparePage(q, stale) {
     return m;
   };
   const mb = marks(fb, "base"), mh = marks(fh, "head");
+  // the case column names the parameters that differ between cases; the common ones are said once
+  const keys = [...new Set(c.cases.flatMap((k) => Object.keys(k.case)))].filter((n) => n !== "seed");
+  const varying = keys.filter((n) => new Set(c.cases.map((k) => JSON.stringify(k.case[n]))).size > 1);
+  const shownKeys = varying.length ? varying : keys;
+  const common = keys.filter((n) => !shownKeys.includes(n)).map((n) => `${n}=${(c.cases[0] || { case: {} }).case[n]}`).join(" ");
   let marked = 0;
   const tb = el("tbody");
   for (const k of c.cases) {
     const key = (byHost ? k.host : "*") + "\u0000" + k.case_key;
     const flags = [mb.get(key), mh.get(key), ...(k.warnings || []), k.noisy ? "noisy: the p10–p90 spread is as large as the change" : null].filter(Boolean);
     if (mb.has(key) || mh.has(key)) marked++;
-    tb.append(el("tr", { class: mb.has(key) || mh.has(key) ? "flagged" : k.noisy ? "noisy" : null }, el("td", {}, k.host || "*"), el("td", {}, caseText(k.case)),
+    tb.append(el("tr", { class: mb.has(key) || mh.has(key) ? "flagged" : k.noisy ? "noisy" : null }, el("td", {}, k.host || "*"),
+      el("td", { title: caseText(k.case) }, shownKeys.map((n) => `${n}=${k.case[n]}`).join(" ")),
       el("td", { class: "num" }, fmt(k.base)), el("td", { class: "num" }, fmt(k.head)),
       el("td", { class: "num" }, k.ratio == null ? "-" : k.ratio.toFixed(3)),
       el("td", { class: VERDICT_CLASS[k.verdict] || "" }, k.verdict),
@@ -345,6 +351,7 @@ async function comparePage(q, stale) {
       (marked ? `; ${marked} ran throttled or on a shared GPU` : "")),
     flagsBox(fb, "base: "), flagsBox(fh, "head: "),
     c.noise_floor ? el("p", { id: "noise-floor", class: "muted" }, `noise bands: ${c.noise_floor}`) : null,
+    common ? el("p", { id: "common-params", class: "muted" }, `every case: ${common}`) : null,
     el("table", { id: "compare-cases" }, el("thead", {}, el("tr", {}, ["host", "case", "base", "head", "head/base", "verdict", "statistics", "marks"]
       .map((h, i) => el("th", { class: i >= 2 && i <= 4 ? "num" : null }, h)))), tb)));
 }
@@ -388,7 +395,7 @@ async function seriesPage(q, stale) {
   const s = await get("/series", { suite, metric, x, group_by: groupBy });
   if (stale()) return;
   const view = {
-    metric, unit: s.unit, title: `${metric} vs ${x} (${suite}, latest run per ${groupBy === "host" ? "host" : "run"})`, x,
+    metric, unit: s.unit, title: `${metric} vs ${x} (${suite}, ${groupBy === "host" ? "each host's latest run" : "the latest runs"})`, x,
     x_axis: axisFor(x, s.lines.flatMap((l) => l.points.map((p) => p.x))), y_title: s.unit ? `${metric} (${s.unit})` : metric, refs: [],
     traces: s.lines.map((l) => ({ name: `${l.host} · ${l.label || shortId(l.run_id)}`, points: l.points.map((p) => ({ ...p, case: {}, flags: [] })) })),
   };
