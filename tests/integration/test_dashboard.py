@@ -326,3 +326,26 @@ def test_untrusted_labels_and_names_stay_text(
     assert f"b300-0 · {evil}" in legend
     assert page.evaluate("window.pwned") is None and runs.evaluate("window.pwned") is None
     assert page.errors == [] and runs.errors == []
+
+
+def test_compare_page_shows_the_statistics_of_two_recorded_h200_sweeps(
+    store: Store, seeded: dict[str, str], url: str, open_page: Callable[[str], Any]
+) -> None:
+    """The 2026-11-29 bf16 sweep against the 2026-11-30 one (both recorded on the H200, raw samples stored): the
+    page shows the API's verdicts, ratios and per-case statistics (q, bootstrap interval, samples)."""
+    quant = FIX.parent / "h200-quant" / "moe-bf16" / "events.jsonl"
+    head = import_spool(store, quant, host="h200-0", registry=builtin_registry()).run_id
+    api = httpx.get(f"{url}/api/v1/compare", params={"base": seeded["h200-moe"], "head": head}, timeout=30).json()
+    page = open_page(url + f"/compare?base={short(seeded['h200-moe'])}&head={short(head)}")
+    ready(page)
+    assert page.locator("#compare-summary").inner_text().startswith(
+        f"geometric mean head/base {api['geomean']:.3f} over 13 cases")
+    assert page.locator("#noise-floor").inner_text() == f"noise bands: {api['noise_floor']}"
+    rows = page.locator("#compare-cases tbody tr")
+    assert rows.count() == 13
+    for i, c in enumerate(api["cases"]):
+        cells = rows.nth(i).locator("td").all_inner_texts()
+        assert cells[1] == f"M={c['case']['M']}" and cells[4] == f"{c['ratio']:.3f}" and cells[5] == c["verdict"]
+        s = c["stats"]
+        assert cells[6].startswith("q ") and cells[6].endswith(f" · n {s['n_base']}/{s['n_head']}"), cells
+    assert page.errors == []
