@@ -463,6 +463,12 @@ async def cancel_slurm_run(inventory: Inventory, store: Store, run_id: str, info
         raise UsageError(f"run {run_id} has no Slurm job id stored (sbatch did not answer)",
                          f"orch runs show {run_id}")  # fmt: skip
     try:
+        js = await job.state()  # scancel of an ended job says nothing: tell the user, and how to collect it
+        if js is not None and js.terminal:
+            raise UsageError(
+                f"Slurm job {job.job_id} of run {run_id} already ended ({js.state}); there is nothing to cancel",
+                f"collect what it left with orch run --resume {run_id}",
+            )
         await job.cancel()
     finally:
         await job.close()

@@ -164,7 +164,11 @@ def test_resume_after_killing_orch_mid_job(slurm_env: SlurmCluster, tmp_path: Pa
         proc.send_signal(signal.SIGKILL)  # orch dies without a word; the job goes on
         proc.communicate()
     job = running["slurm"]["job_id"]
-    assert job in slurm_env.squeue_ids()
+    assert _wait_for("sacct COMPLETED", lambda: _sacct_state(slurm_env, job) == "COMPLETED")
+    late = orch("cancel", running["run_id"])  # the job ended while no orch followed it
+    assert late.returncode == 2, late.stdout + late.stderr
+    assert f"Slurm job {job} of run {running['run_id']} already ended (COMPLETED)" in late.stderr
+    assert f"orch run --resume {running['run_id']}" in late.stderr
     doc = orch.json("run", "--resume", running["run_id"], timeout=scaled(240))
     node = slurm_env.node
     assert doc["status"] == "completed"
