@@ -221,6 +221,11 @@ def x_axis(x: str, xs: Sequence[float]) -> Axis:
     return Axis(title=title, log=True, tickvals=ticks, ticktext=[fmt_tick(t, is_bytes=is_bytes) for t in ticks])
 
 
+def _natural(values: Any) -> tuple[tuple[int, float, str], ...]:
+    """A sort key that puts numbers in numeric order before text: M=2 before M=16."""
+    return tuple((0, n, "") if (n := _num(v)) is not None else (1, 0.0, str(v)) for v in values)
+
+
 def _flags(info: Mapping[str, Any] | None) -> list[str]:
     if not isinstance(info, Mapping):
         return []
@@ -311,6 +316,13 @@ def build_views(
     if xs_name is None:
         return Views(suite=suite_name, runs=refs_out, views=[], metrics=metrics_list,
                      note="one case per host: no sweep to plot (see the results table)")  # fmt: skip
+    if not any(_num(r.case.get(xs_name)) is not None for _, r in rows):
+        numeric = sorted({k for _, r in rows for k, v in r.case.items() if _num(v) is not None})
+        if x is not None:
+            raise UsageError(f"case parameter {x!r} is not a number in any result: it cannot be an x axis",
+                             f"numeric case parameters: {', '.join(numeric) or 'none'}")  # fmt: skip
+        return Views(suite=suite_name, runs=refs_out, views=[], metrics=metrics_list,
+                     note=f"the results carry no numeric {xs_name!r} to plot against")  # fmt: skip
     plots = [Plot(metric)] if metric is not None else headline(suite, metrics_list, params)
     if metric is not None and suite is not None:
         plots = [next((p for p in suite.plots if p.metric == metric), Plot(metric))]
@@ -344,7 +356,8 @@ def build_views(
             continue
         order = {run.run_id: i for i, run in enumerate(runs)}
         traces = []
-        for key in sorted(groups, key=lambda k: (order[k[0]], k[1], k[2])):
+        ranked = {k: (order[k[0]], k[1], _natural(group_params[k].values())) for k in groups}
+        for key in sorted(groups, key=ranked.__getitem__):
             rid, host, _ = key
             run = runs[order[rid]]
             parts = [host, *(f"{k}={v}" for k, v in group_params[key].items())]

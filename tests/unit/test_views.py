@@ -90,6 +90,11 @@ def test_metric_and_x_choices_are_checked() -> None:
     assert "gbps" in (e.value.hint or "")
     with pytest.raises(UsageError, match="'Q' is not a case parameter"):
         build_views([run], get_suite("moe-sweep"), x="Q")
+    with pytest.raises(UsageError, match="'dtype' is not a number in any result") as e:
+        build_views([run], get_suite("moe-sweep"), x="dtype")
+    assert e.value.hint == "numeric case parameters: E, M, k, seed"
+    [by_k] = build_views([run], get_suite("moe-sweep"), metric="gbps", x="k").views
+    assert by_k.x == "k" and [t.name for t in by_k.traces][:2] == ["h · M=1", "h · M=2"]  # M now names lines
 
 
 def test_one_case_suite_has_no_sweep_to_plot() -> None:
