@@ -1,5 +1,5 @@
 // orch dashboard: one page, views chosen by the URL (state lives in the URL: reload and back/forward work).
-//   /                          runs table; filters ?suite=&host=&label=&status=&since= in the URL
+//   /                          runs table; filters ?suite=&host=&label=&status=&since=&until= in the URL
 //   /runs/{ref}?with=a,b       a run's headline views (rooflines), other runs overlaid; ref: id, short id, prefix
 //   /compare?base=&head=       the API's /compare (the function `orch runs compare` prints), flags marked
 //   /hosts/{name}              a host's facts and its runs
@@ -101,7 +101,8 @@ async function route() {
 }
 
 // ---------------------------------------------------------------------------------------------- runs table
-const FILTERS = ["suite", "host", "label", "status", "since"];
+const FILTERS = ["suite", "host", "label", "status", "since", "until"];
+const DATES = ["since", "until"];  // the API takes ISO dates (UTC): since = started on or after, until = before
 const PAGE = 50;
 
 async function runsPage(q, stale) {
@@ -126,8 +127,8 @@ async function runsPage(q, stale) {
     el("label", {}, f + " ", f === "status"
       ? el("select", { name: f }, ["", "completed", "partial", "failed", "cancelled", "running", "pending"]
         .map((s) => el("option", { value: s, selected: (q.get(f) || "") === s }, s || "any")))
-      : el("input", { name: f, value: q.get(f) || "", size: f === "since" ? 10 : 12, type: f === "since" ? "date" : "text",
-        placeholder: f === "since" ? "" : "any" }))),
+      : el("input", { name: f, value: q.get(f) || "", size: DATES.includes(f) ? 10 : 12, type: DATES.includes(f) ? "date" : "text",
+        placeholder: DATES.includes(f) ? "" : "any" }))),
     el("button", { type: "submit" }, "Filter"));
   filters.addEventListener("submit", (e) => {
     e.preventDefault();

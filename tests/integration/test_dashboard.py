@@ -143,6 +143,10 @@ def test_every_page_loads_clean_and_reloads_from_its_url(
     page.wait_for_url("**label=head**")
     ready(page)
     assert page.locator("#runs tr.run").count() == 1 and "suite=moe-sweep" in page.url
+    page = open_page(url + "/?until=2000-01-01")  # dates in the URL: nothing started before 2000
+    ready(page)
+    assert page.locator("#runs").inner_text() == "no runs match"
+    assert page.locator("#filters input[name=until]").input_value() == "2000-01-01"
 
 
 def test_links_history_back_and_forward(url: str, seeded: dict[str, str], open_page: Callable[[str], Any]) -> None:
