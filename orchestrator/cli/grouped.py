@@ -3,7 +3,9 @@
 
 Used by ``orch doctor``, ``orch deploy`` and ``orch run`` when more than :data:`FEW_HOSTS` hosts are selected and
 ``--all`` is not given; ``--json`` never changes. A host's own name, address and port in a message are written
-``{host}``, ``{address}``, ``{port}`` so that the same failure on many hosts is one finding.
+``{host}``, ``{address}``, ``{port}`` so that the same failure on many hosts is one finding; printed, a value
+shared by every host of the finding is filled back in, and the others read ``<host>``, ``<address>``, ``<port>``
+with one line saying what they stand for.
 """
 
 from __future__ import annotations
@@ -29,14 +31,57 @@ def _hosts(n: int) -> str:
     return f"{n} host" if n == 1 else f"{n} hosts"
 
 
-def _finding(label: str, what: str, hosts: tuple[str, ...], detail: str, hint: str | None) -> None:
+_PLACEHOLDERS = {"host": "<host>", "address": "<address>", "port": "<port>"}
+_MEANING = {"host": "name", "address": "address", "port": "SSH port"}
+
+
+def fill(text: str, hosts: tuple[str, ...], where: dict[str, tuple[Any, Any]] | None = None) -> tuple[str, list[str]]:
+    """``text`` (with ``{host}``/``{address}``/``{port}`` from :func:`~orchestrator.hostgroups.generalize`) as a
+    person reads it: a placeholder whose value is the same on every host of the finding is filled in (one host:
+    its name); otherwise it is written ``<host>``, ``<address>``, ``<port>``. Returns the text and the names of
+    the placeholders left (for the one line that says what they stand for). ``where``: host -> (address, port)."""
+    where = where or {}
+    values = {
+        "host": {hosts[0]} if len(hosts) == 1 else {None},
+        "address": {where.get(h, (None, None))[0] for h in hosts},
+        "port": {where.get(h, (None, None))[1] for h in hosts},
+    }
+    left = []
+    for name, shown in _PLACEHOLDERS.items():
+        token = "{" + name + "}"
+        if token not in text:
+            continue
+        vals = values[name]
+        if len(vals) == 1 and None not in vals:
+            text = text.replace(token, str(next(iter(vals))))
+        else:
+            text = text.replace(token, shown)
+            left.append(name)
+    return text, left
+
+
+def _finding(
+    label: str,
+    what: str,
+    hosts: tuple[str, ...],
+    detail: str,
+    hint: str | None,
+    where: dict[str, tuple[Any, Any]] | None = None,
+) -> None:
     c = console()
     head = f"{_LABEL.get(label, label)} {what}".rstrip()
     c.print(f"{head} on {_hosts(len(hosts))}: {safe(fold(hosts))}", soft_wrap=True)
+    left: list[str] = []
     if detail:  # "{host}: " in front says nothing once the hosts are listed above
-        c.print("    " + safe(detail.removeprefix("{host}: "), lines=True), soft_wrap=True)
+        text, left = fill(detail.removeprefix("{host}: "), hosts, where)
+        c.print("    " + safe(text, lines=True), soft_wrap=True)
     if hint:
-        c.print("    hint: " + safe(hint, lines=True), soft_wrap=True)
+        text, more = fill(hint, hosts, where)
+        left += [m for m in more if m not in left]
+        c.print("    hint: " + safe(text, lines=True), soft_wrap=True)
+    if left:
+        each = ", ".join(f"{_PLACEHOLDERS[n]} its {_MEANING[n]}" for n in _PLACEHOLDERS if n in left)
+        c.print(f"    (on each host: {safe(each)}; --json or --all gives them per host)", soft_wrap=True)
 
 
 def doctor_summary(report: Any) -> None:
@@ -61,14 +106,16 @@ def doctor_summary(report: Any) -> None:
                     return generalize(text or "", host=h.host, address=h.address, port=h.port)
 
                 pairs.append((h.host, (ch.name, gen(ch.detail), gen(ch.data.get("hint")) or None)))
+        where = {h.host: (h.address, h.port) for h in report.hosts}
         for g in group_by(pairs):
             name, detail, hint = g.key
-            _finding(status, name, g.hosts, detail, hint)
+            _finding(status, name, g.hosts, detail, hint, where)
     hops = [(h.host, generalize(ch.detail, host=h.host, address=h.address, port=h.port))
             for h in report.hosts for ch in h.checks
             if ch.name == "hostkey" and ch.status == "ok" and ch.data.get("hops")]  # fmt: skip
+    where = {h.host: (h.address, h.port) for h in report.hosts}
     for hop in group_by(hops):
-        _finding("ok", "hostkey (through jump hosts)", hop.hosts, hop.key, None)
+        _finding("ok", "hostkey (through jump hosts)", hop.hosts, hop.key, None, where)
     known_hosts_warnings(getattr(report, "warnings", []))
     colour = "green" if not failed else "red"
     tail = f"; failed: {safe(fold(failed))}" if failed else ""
@@ -99,8 +146,9 @@ def fleet_summary(view: Any, report: Any) -> None:
             address, port = where.get(h, (None, None))
             lost.append((h, generalize(why, host=h, address=address, port=port)))
         for u in group_by(lost):
+            why, _ = fill(u.key, u.hosts, where)  # the doctor findings above say what a <placeholder> stands for
             c.print(f"[yellow]fleet {safe(g.group)}: not compared on {_hosts(u.count)}: {safe(u.hostlist)}[/yellow]"
-                    f" ({safe(u.key)})", soft_wrap=True)  # fmt: skip
+                    f" ({safe(why)})", soft_wrap=True)  # fmt: skip
 
 
 def deploy_summary(report: Any) -> None:

@@ -57,11 +57,12 @@ def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_
         f"    hint: `{py}` cannot import torch; set `python:` in the inventory for this host to the interpreter that "
         "has torch (e.g. python: /opt/torch/.venv/bin/python3)\n"
         "FAIL hostkey on 15 hosts: b300-[0-14]\n"
-        "    no known_hosts entry for [{address}]:{port}; [{address}]:{port} offered the ssh-ed25519 key "
+        f"    no known_hosts entry for [<address>]:{port}; [<address>]:{port} offered the ssh-ed25519 key "
         f"{fp}\n"
-        f"    hint: confirm the fingerprint {fp} with the host's administrator, then: orch hosts trust {{host}}\n"
+        f"    hint: confirm the fingerprint {fp} with the host's administrator, then: orch hosts trust <host>\n"
+        "    (on each host: <host> its name, <address> its address; --json or --all gives them per host)\n"
         "FAIL tcp on 10 hosts: gpu-a,gpu-b,gpu-c,gpu-d,gpu-e,gpu-f,gpu-g,gpu-h,gpu-i,gpu-j\n"
-        "    connection refused on port {port} (nothing listening: sshd down, or wrong port)\n"
+        f"    connection refused on port {port} (nothing listening: sshd down, or wrong port)\n"
         "    hint: check the port in the inventory / ssh_config and that sshd runs\n"
         "warn gpus on 25 hosts: login,n[01-20],rack[1-2]-gpu[1-2]\n"
         "    no GPU: nvidia-smi not found on the host\n"
@@ -70,12 +71,13 @@ def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_
         "5/50 hosts passed; failed: b300-[0-14],gpu-a,gpu-b,gpu-c,gpu-d,gpu-e,gpu-f,gpu-g,gpu-h,gpu-i,gpu-j,login,"
         "n[06-20],rack[1-2]-gpu[1-2]\n"
         f"fleet fleet: torch differs: majority unknown; {torch.__version__} on 5 hosts: n[01-05]\n"
-        "fleet fleet: not compared on 15 hosts: b300-[0-14] (hostkey: no known_hosts entry for [{address}]:{port}; "
-        f"[{{address}}]:{{port}} offered the ssh-ed25519 key {fp})\n"
+        f"fleet fleet: not compared on 15 hosts: b300-[0-14] (hostkey: no known_hosts entry for [<address>]:{port}; "
+        f"[<address>]:{port} offered the ssh-ed25519 key {fp})\n"
         "fleet fleet: not compared on 10 hosts: gpu-a,gpu-b,gpu-c,gpu-d,gpu-e,gpu-f,gpu-g,gpu-h,gpu-i,gpu-j (tcp: "
-        "connection refused on port {port} (nothing listening: sshd down, or wrong port))\n"
+        f"connection refused on port {port} (nothing listening: sshd down, or wrong port))\n"
     )
-    assert len(res.stdout.splitlines()) == 18  # the per-host table (50 rows and a note per failure) is not there
+    assert "{" not in res.stdout  # no unfilled placeholder reaches a person
+    assert len(res.stdout.splitlines()) == 19  # the per-host table (50 rows and a note per failure) is not there
 
     # --json: every host, every check, each message with the host's own address and port (nothing grouped)
     doc = orch.json("doctor", "--timeout", "30", expect_rc=1, timeout=600)

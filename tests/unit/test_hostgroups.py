@@ -39,3 +39,17 @@ def test_generalize_whole_words_only() -> None:
         "no entry for [{address}]:{port}"
     )
     assert generalize("plain", host="h") == "plain"
+
+
+def test_fill_puts_back_shared_values_and_names_the_rest() -> None:
+    from orchestrator.cli.grouped import fill
+
+    where = {"a1": ("10.0.0.1", 22), "a2": ("10.0.0.2", 22)}
+    text = "no entry for [{address}]:{port}; orch hosts trust {host}"
+    assert fill(text, ("a1",), where) == ("no entry for [10.0.0.1]:22; orch hosts trust a1", [])
+    assert fill(text, ("a1", "a2"), where) == (
+        "no entry for [<address>]:22; orch hosts trust <host>", ["host", "address"]
+    )
+    # unknown address/port (deploy, run): never a guessed value
+    assert fill("refused by {address}:{port}", ("x", "y"), {}) == ("refused by <address>:<port>", ["address", "port"])
+    assert fill("plain text", ("x", "y"), where) == ("plain text", [])
