@@ -8,12 +8,16 @@ request arrives. ``/docs`` and ``/redoc`` load their scripts from this server (`
 from __future__ import annotations
 
 import gc
+import json
 import logging
+import math
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 
@@ -83,6 +87,7 @@ def create_app(settings: Settings, store: Store | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
         )
     app.add_exception_handler(OrchError, _orch_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
 
     @app.middleware("http")
     async def reject_nul(request: Request, call_next: Any) -> Any:
@@ -123,3 +128,28 @@ async def _orch_error(_: Request, exc: Exception) -> JSONResponse:
         code = 500
     detail = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
     return JSONResponse({"detail": detail}, status_code=code)
+
+
+class _AsciiJSONResponse(JSONResponse):
+    """JSON with every non-ASCII character escaped (``\\ud800``): a validation error echoes the caller's input,
+    and a lone surrogate in it (valid in JSON text, ``"\\ud800"``) cannot be encoded as UTF-8."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(_finite(content), ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN/Infinity (which Python's JSON parser accepts in a body) as the strings JSON can hold."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    # FastAPI's own 422 shape; its default handler answered 500 when the rejected input held a lone surrogate.
+    assert isinstance(exc, RequestValidationError)
+    return _AsciiJSONResponse({"detail": jsonable_encoder(exc.errors())}, status_code=422)
