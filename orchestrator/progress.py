@@ -103,6 +103,7 @@ class FleetTracker:
             bad += [(n, ("failing", h.error)) for n, h in running if h.error]
             for g in group_by((n, (kind, generalize(msg, host=n))) for n, (kind, msg) in bad)[:SHOWN_FAILING]:
                 kind, msg = g.key[0], g.key[1].removeprefix("{host}: ")
+                msg = msg.replace("{host}", g.hosts[0] if g.count == 1 else "<host>")  # no raw placeholder shown
                 out.append(f"  {kind} on {g.count} host{'s' if g.count != 1 else ''}: {fold(g.hosts)}"
                            + (f": {msg}" if msg else ""))  # fmt: skip
         return out

@@ -18,15 +18,15 @@ def test_summary_counts_eta_slowest_and_failing() -> None:
     t.host_state("n1", "completed", "", now=30.0)
     t.case_progress("n2", 5, 10, now=30.0)
     t.case_progress("n3", 2, 10, now=30.0)
-    t.host_state("n4", "error", "n4: CUDA error: out of memory", now=30.0)
-    t.host_state("n5", "failed", "n5: tcp: connection refused on port 22", now=30.0)
-    t.host_state("n6", "failed", "n6: tcp: connection refused on port 22", now=30.0)
+    t.host_state("n4", "error", "n4: CUDA error: out of memory on n4", now=30.0)
+    t.host_state("n5", "failed", "n5: tcp: connection refused on port 22; orch hosts show n5", now=30.0)
+    t.host_state("n6", "failed", "n6: tcp: connection refused on port 22; orch hosts show n6", now=30.0)
     # 17 cases done in 20 s since the group started; 3 running hosts have 23 left -> 20 * 23 / 17 = 27 s
     assert t.lines(30.0) == [
         "b300  hosts 1 done · 3 running · 2 failed / 6  cases 17/40  ETA 27s",
         "  slowest: n4 0/10, n3 2/10, n2 5/10",
-        "  failed on 2 hosts: n[5-6]: tcp: connection refused on port 22",
-        "  failing on 1 host: n4: CUDA error: out of memory",
+        "  failed on 2 hosts: n[5-6]: tcp: connection refused on port 22; orch hosts show <host>",
+        "  failing on 1 host: n4: CUDA error: out of memory on n4",
         "cpu  hosts 0 done · 0 running · 0 failed · 1 waiting / 1  cases 0/0+",
     ]
 
