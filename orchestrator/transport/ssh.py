@@ -805,6 +805,17 @@ async def _login(
     except asyncssh.DisconnectError as exc:
         if client.verdict is not None and not client.verdict.ok:
             _hostkey_failed(s, client, str(exc), trace, t0)
+        if via is not None and client.verdict is None and client.offered_ca is None:
+            # Nothing of the server was seen: the path there (the ProxyCommand, or the jump host's forward) ended,
+            # not the host key exchange — say so, and how to see why, instead of blaming the host key or sshd.
+            msg = f"the connection through {via} closed before the SSH handshake ({exc.reason})"
+            hint = (
+                f"run it by hand to see its error: ssh -G {s.name} | grep -i proxycommand shows it as ssh expands it"
+                if via.startswith("ProxyCommand")
+                else "check that the jump host can reach the host's sshd (HostName/Port as the jump host sees them)"
+            )
+            trace.add("banner", "fail", msg, t0, kind="proxy")
+            raise ConnectError(s.name, "proxy", msg, hint) from None
         if "too many authentication failures" in str(exc.reason).lower():
             _record_hostkey_ok(s, client, trace, t0)
             _auth_failed(s, client, notes, str(exc.reason), trace, too_many=True)

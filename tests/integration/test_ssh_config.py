@@ -452,3 +452,17 @@ def test_no_openssh_client_is_one_clear_error(client_home: ClientHome, tmp_path:
     assert "the OpenSSH client `ssh` is not installed" in res.stderr + res.stdout
     assert "openssh-client" in res.stderr + res.stdout
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["false", "sh -c 'echo no route to the bastion >&2; exit 255'"])
+async def test_a_failing_proxycommand_is_named_not_blamed_on_the_host_key(
+    client_home: ClientHome, command: str
+) -> None:
+    client_home.add_config(f"Host pc-broken\n  HostName 127.0.0.1\n  Port 22\n  ProxyCommand {command}\n")
+    r = await doctor_one("pc-broken", {}, timeout_s=TIMEOUT_S)
+    assert not r.ok
+    banner = r.check("banner")
+    assert banner.status == "fail", [(c.name, c.status, c.detail) for c in r.checks]
+    assert banner.detail.startswith(f"the connection through ProxyCommand {command} closed before the SSH handshake")
+    assert "ssh -G pc-broken" in str(banner.data.get("hint") or r.check("banner").data)
+    assert r.check("hostkey").status != "fail"  # never blamed on the host key
