@@ -99,6 +99,11 @@ def _dashed_suffix(digits: str) -> str:
     return out
 
 
+# the forms of a run reference, in the words every "invalid run id" message uses (CLI and API alike)
+RUN_REF_FORMS = (
+    "its short id as `orch runs list` prints it (8 hex digits, e.g. f5563d1d) or the start of it (4+ digits), "
+    "the full id or a unique prefix of it, latest, or latest~N"
+)
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # case parameter -> indexed column (moe-sweep names the batch "M"; other suites "m")
 TYPED_AXES = {"m": "m", "M": "m", "concurrency": "concurrency", "size_bytes": "size_bytes"}
@@ -494,9 +499,11 @@ class Store:
             ]
 
     def resolve_run_id(self, ref: str) -> str:
-        """The full id of the run ``ref`` names: a full id; ``latest`` (the newest run) or ``latest~N`` (N runs
-        before it); or 6 to 32 hex digits that are a unique prefix or a unique suffix of one run id (the short id
-        the CLI prints is the last 8). Raises NotFoundError (no such run) or UsageError (malformed, ambiguous)."""
+        """The full id of the run ``ref`` names. ``ref`` is one of (see ``RUN_REF_FORMS``): a full id; ``latest``
+        (the newest run) or ``latest~N`` (N runs before it); the short id the CLI prints (the id's last 8 hex
+        digits, ``compute.short_run_id``) or a prefix of it of at least 4 digits; a prefix of the full id of at
+        least 4 hex digits (dashes optional); or a suffix of 6 to 32 hex digits. Raises NotFoundError (no run
+        matches) or UsageError (malformed; ambiguous, naming the matching runs by their short ids)."""
         ref = ref.strip().lower()
         if RUN_ID_RE.match(ref):
             return ref
@@ -514,27 +521,40 @@ class Store:
                 )
             return rid
         digits = ref.replace("-", "")
-        if not re.fullmatch(r"[0-9a-f]{6,32}", digits) or (ref != digits and not re.fullmatch(r"[0-9a-f-]+", ref)):
-            raise UsageError(
-                f"invalid run id {ref!r}",
-                "give a run id, its short form (the 8 characters `orch runs list` prints), or latest / latest~N",
-            )
+        if not re.fullmatch(r"[0-9a-f]{4,32}", digits) or (ref != digits and not re.fullmatch(r"[0-9a-f-]+", ref)):
+            raise UsageError(f"invalid run id {ref!r}", f"a run is named by {RUN_REF_FORMS}")
         with self._read() as s:
             if ref != digits:  # a prefix written with its dashes
-                cond = RunRow.id.startswith(ref, autoescape=True)
+                cond: ColumnElement[bool] = RunRow.id.startswith(ref, autoescape=True)
             else:
-                cond = or_(
-                    RunRow.id.startswith(_dashed_prefix(digits), autoescape=True),
-                    RunRow.id.endswith(_dashed_suffix(digits), autoescape=True),
-                )
-            ids = s.scalars(select(RunRow.id).where(cond).limit(6)).all()
-        if not ids:
-            raise NotFoundError(f"no run matches {ref!r}", "list runs with `orch runs list`")
-        if len(ids) > 1:
-            shown = ", ".join(compute.short_run_id(i) for i in ids[:5])
-            raise UsageError(f"run id {ref!r} is ambiguous: it matches {shown}{' ...' if len(ids) > 5 else ''}",
-                             "give more characters, or the full id")
-        return ids[0]
+                conds = [RunRow.id.startswith(_dashed_prefix(digits), autoescape=True)]
+                if len(digits) < compute.SHORT_ID_LEN:
+                    # a prefix of the short id (the last 8 characters of the id, which has no dash among them);
+                    # the digits are hex, so nothing in the LIKE pattern needs escaping
+                    conds.append(RunRow.id.like("%" + digits + "_" * (compute.SHORT_ID_LEN - len(digits))))
+                if len(digits) >= 6:
+                    conds.append(RunRow.id.endswith(_dashed_suffix(digits), autoescape=True))
+                cond = or_(*conds)
+            rows = s.execute(
+                select(RunRow.id, RunRow.suite, RunRow.started_at)
+                .where(cond)
+                .order_by(RunRow.started_at.desc(), RunRow.id.desc())
+                .limit(6)
+            ).all()
+        if not rows:
+            raise NotFoundError(f"no run matches {ref!r}", "list runs with `orch runs list` (its ID column)")
+        if len(rows) > 1:
+            shown = "; ".join(
+                f"{compute.short_run_id(i)} ({suite}, {started:%Y-%m-%d %H:%M})" if started else
+                f"{compute.short_run_id(i)} ({suite})"
+                for i, suite, started in rows[:5]
+            )
+            raise UsageError(
+                f"run id {ref!r} is ambiguous: it matches {shown}{'; ...' if len(rows) > 5 else ''}",
+                "type more characters of the short id, as the ID column of `orch runs list` prints it "
+                "(8 characters), or the full id (`orch runs show SHORT_ID --json` prints it as \"id\")",
+            )
+        return str(rows[0][0])
 
     def list_runs(self, filters: RunFilter | None = None, *, limit: int = 50, offset: int = 0) -> Page[RunSummary]:
         """Runs newest first, filtered; ``total`` counts all matches."""

@@ -1,0 +1,87 @@
+"""What a new user following the README hit (issues 21 and 14), through the real ``orch`` process."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.protocol import Event
+from orchestrator.store.compute import uuid7
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+
+
+@pytest.fixture
+def orch(tmp_path: Path) -> Orch:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("groups:\n  local:\n    hosts:\n      localhost: {connection: local}\n")
+    o = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    res = o("db", "upgrade")
+    assert res.returncode == 0, res.stderr
+    return o
+
+
+@pytest.fixture
+def store(orch: Orch) -> Iterator[Store]:
+    s = Store.from_url(orch.db_url)
+    yield s
+    s.close()
+
+
+def _with_tail(tail: str) -> str:
+    """A fresh UUIDv7 whose last 8 hex digits (its short id) are ``tail``."""
+    return uuid7()[:-8] + tail
+
+
+def stored_run(store: Store, run_id: str | None = None, *, suite: str = "moe-sweep", hosts: int = 1,
+               results: int = 1, params: dict[str, object] | None = None, preset: str | None = None) -> str:
+    """A completed run of ``results`` time_ms results on each of ``hosts`` hosts (h0, h1, ...)."""
+    names = [f"h{i}" for i in range(hosts)]
+    for h in names:
+        store.upsert_host(h, address=f"{h}.example", group="g", labels={})
+    rid = store.create_run(suite=suite, params=params or {}, preset=preset, label=None, hosts=names,
+                           started_by="t@box", started_on="box", run_id=run_id)  # fmt: skip
+    for h in names:
+        store.start_host_run(rid, h, facts={}, agent_version="v", build_sha=None)
+        metric = {"value": 1.0, "unit": "ms", "median": 1.0, "p10": 1.0, "p90": 1.0}
+        store.ingest(rid, h, [Event(seq=i, type="result", data={"case": {"M": 2**i}, "metrics": {"time_ms": metric}})
+                              for i in range(results)])  # fmt: skip
+        store.finish_host_run(rid, h, "completed")
+    store.finish_run(rid, "completed")
+    return rid
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_a_prefix_of_the_printed_short_id_resolves(orch: Orch, store: Store) -> None:
+    a = stored_run(store, _with_tail("f5563d1d"))
+    b = stored_run(store, _with_tail("f5569e00"))
+    c = stored_run(store, _with_tail("08678f18"))
+    listed = orch("runs", "list").stdout
+    assert {"f5563d1d", "f5569e00", "08678f18"} <= set(re.findall(r"[0-9a-f]{8}", listed))
+    for ref, rid in (("0867", c), ("08678", c), ("f5563", a), ("f5569e", b), ("f5563d1d", a), (a[:13], a)):
+        res = orch("runs", "show", ref, "--json")
+        assert res.returncode == 0, (ref, res.stderr)
+        assert f'"id": "{rid}"' in res.stdout, ref
+    # ambiguous: exit 2, both matches named by their short ids, and where more characters come from
+    res = orch("runs", "show", "f556")
+    assert res.returncode == 2, res.stdout
+    err = _flat(res.stderr)
+    assert "run id 'f556' is ambiguous: it matches" in err
+    assert "f5563d1d (moe-sweep" in err and "f5569e00 (moe-sweep" in err and "08678f18" not in err
+    assert "more characters of the short id, as the ID column of `orch runs list` prints it" in err
+    assert "Traceback" not in res.stderr
+    # a prefix of the full id shared by every run started this minute is ambiguous the same way
+    res = orch("runs", "show", a[:4])
+    assert res.returncode == 2 and "is ambiguous" in _flat(res.stderr)
+    # unknown and malformed
+    res = orch("runs", "show", "abcd")
+    assert res.returncode == 2 and "no run matches 'abcd'" in _flat(res.stderr)
+    res = orch("runs", "show", "f5z")
+    assert res.returncode == 2
+    assert "invalid run id 'f5z'" in _flat(res.stderr) and "latest~N" in _flat(res.stderr)
