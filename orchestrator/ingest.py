@@ -18,15 +18,85 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.protocol import Event, oversize_event, parse_line
+from orchestrator.linecheck import field_problem
+from orchestrator.protocol import Event, case_fields, error_event, oversize_event, parse_line
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
 
 
-def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES) -> Event:
-    """The event of the spool line at ``position`` (0-based): parsed, or an error event for an oversize line."""
+def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES, shift: int = 0) -> Event:
+    """The event of the spool line at ``position + shift`` (0-based; ``shift``: blank lines before it, see
+    :class:`SpoolLines`), its seq expected to be ``position``: parsed, or an error event for an oversize line.
+    Stateless: the ingest paths go through :class:`SpoolLines`, which also checks field types and case order."""
     if isinstance(line, OversizeLine):
-        return oversize_event(position, line.size, line.head, cap)
-    return parse_line(line, expected_seq=position)
+        return oversize_event(position + shift, line.size, line.head, cap)
+    return parse_line(line, expected_seq=position, shift=shift)
+
+
+class SpoolLines:
+    """The events of one host's spool lines, read in order from position ``start`` — the stateful checks.
+
+    Each line becomes exactly one event at its position (:func:`line_event`), then:
+
+    - a blank line is one ``error`` row at its position; the lines after it are still the agent's, their seq one
+      less than their position per blank line before them (``shift``), so one blank line costs one error row —
+      and the host's reconciliation then fails on the line count, as it must;
+    - a line whose fields have the wrong type (:func:`linecheck.field_problem`) is one ``error`` row naming the
+      field, never stored with that field dropped or coerced;
+    - a ``result`` or case ``error`` must belong to the case whose ``case_start`` came last, once, as the agent
+      writes them (``worker.py``: case_start, then one result or one error); a line for another case is one
+      ``error`` row naming both cases. Read from ``start > 0`` (a reattached follow), or after a refused
+      ``case_start``, the open case is unknown until the next ``case_start`` and lines are not checked against it.
+
+    The blank-line shift is counted from ``start``: a follow reattached past a blank line sees the lines after
+    it as seq mismatches (error rows), which the reconciliation reports as well.
+    """
+
+    def __init__(self, start: int = 0, *, cap: int = MAX_LINE_BYTES) -> None:
+        self.position = start
+        self.cap = cap
+        self.shift = 0
+        self._known = start == 0  # whether the open case is known (read from the start, or a case_start seen)
+        self._open: int | None = None
+        self._finished: set[int] = set()
+
+    def event(self, line: Line) -> Event:
+        """The event of the next line; advances the position by one."""
+        pos = self.position
+        self.position += 1
+        if isinstance(line, bytes) and not line.strip():
+            self.shift += 1
+            return error_event(pos, f"agent line {pos} is blank; the agent writes one JSON event per line",
+                               kind="protocol")  # fmt: skip
+        ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
+        problem = field_problem(ev.type, ev.data)
+        if problem is not None and ev.type == "case_start":
+            self._known, self._open = False, None  # which case is open is unknown until the next case_start
+        if problem is None and not (ev.type == "error" and ev.data.get("kind") == "protocol"):
+            problem = self._case_order(ev)  # a line orch already refused says nothing about the cases
+        if problem is None:
+            return ev
+        return error_event(pos, f"agent line {pos} ({ev.type}): {problem}; its content is not trusted",
+                           kind="protocol", line_type=ev.type, **case_fields(ev.data))  # fmt: skip
+
+    def _case_order(self, ev: Event) -> str | None:
+        ci = ev.case_index
+        if ev.type == "case_start":
+            assert ci is not None  # field_problem checked it
+            if ci in self._finished:
+                return f"case {ci} was started again after it ended"
+            self._known, self._open = True, ci
+            return None
+        if ev.type not in ("result", "error") or ci is None:
+            return None
+        open_case, known = self._open, self._known
+        self._open = None
+        if ci in self._finished:
+            return f"a second {ev.type} for case {ci} (the agent writes one result or error per case)"
+        if known and ci != open_case:
+            started = f"the case started last is case {open_case}" if open_case is not None else "no case is open"
+            return f"it is for case {ci}, but {started}"
+        self._finished.add(ci)  # only a line that is stored ends its case
+        return None
 
 
 def done_record(ev: Event) -> dict[str, Any]:

@@ -127,8 +127,10 @@ def error_event(seq: int, message: str, **extra: Any) -> Event:
     return Event(seq=seq, type="error", data={"message": message, **extra})
 
 
-def parse_line(line: str | bytes, *, expected_seq: int) -> Event:
-    """Parse one agent line, found at position ``expected_seq`` (0-based) of the spool, into an Event; never raises.
+def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event:
+    """Parse one agent line, found at position ``expected_seq + shift`` (0-based) of the spool, into an Event;
+    never raises. ``shift``: blank lines before it in the spool (each one error row, ``ingest.SpoolLines``), so
+    the seq the agent wrote is ``expected_seq``; every event and error is stored at the position.
 
     The event's seq is always that position: orch never takes a seq from a line's content. A line that is not a
     JSON object, has the wrong protocol version, lacks ``seq``/``type``, or whose ``seq`` is not its position (a
@@ -137,40 +139,60 @@ def parse_line(line: str | bytes, *, expected_seq: int) -> Event:
     ``case_index`` are kept on the error so the row names its case, and ``line_type`` says what it claimed to be.
     Unknown types are returned as they are; the caller logs and skips them.
     """
-    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    pos = expected_seq + shift
+    if isinstance(line, bytes):
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as exc:  # never stored with replacement characters in place of the bytes
+            return error_event(
+                pos,
+                f"agent line {pos} is not UTF-8 (byte 0x{line[exc.start]:02x} at byte {exc.start}); "
+                "its content is not trusted",
+                kind="protocol",
+            )
+    else:
+        text = line
     text = text.strip()
     try:
         doc = orjson.loads(text)  # the ingest hot path: orjson parses a result line ~3x faster than json
-    except ValueError:  # orjson.JSONDecodeError is a ValueError
-        return error_event(
-            expected_seq, f"malformed agent line {expected_seq} (not JSON): {text[:200]!r}", kind="protocol"
-        )
+    except ValueError:  # orjson.JSONDecodeError is a ValueError (also for text that is not valid UTF-8)
+        return error_event(pos, f"malformed agent line {pos} (not JSON): {text[:200]!r}", kind="protocol")
     if not isinstance(doc, dict):
-        return error_event(expected_seq, f"malformed agent line {expected_seq} (not an object)", kind="protocol")
+        return error_event(pos, f"malformed agent line {pos} (not an object)", kind="protocol")
     v = doc.pop("v", None)
     if v != PROTOCOL_VERSION:
-        return error_event(
-            expected_seq,
-            f"agent line {expected_seq} speaks protocol v{v!r}, orch speaks v{PROTOCOL_VERSION}",
-            kind="protocol",
-        )
+        return error_event(pos, f"agent line {pos} speaks protocol v{v!r}, orch speaks v{PROTOCOL_VERSION}",
+                           kind="protocol")  # fmt: skip
     seq, typ = doc.pop("seq", None), doc.pop("type", None)
     if not isinstance(seq, int) or isinstance(seq, bool) or not isinstance(typ, str):
-        return error_event(expected_seq, f"agent line {expected_seq} lacks integer 'seq' or 'type'", kind="protocol")
+        return error_event(pos, f"agent line {pos} lacks integer 'seq' or 'type'", kind="protocol")
     if seq != expected_seq:
-        extra: dict[str, Any] = {"kind": "protocol", "line_type": typ}
-        for key in ("case", "case_index"):
-            if key in doc:
-                extra[key] = doc[key]
+        extra: dict[str, Any] = {"kind": "protocol", "line_type": typ, **case_fields(doc)}
+        after_blank = f" (seq {expected_seq} expected after {shift} blank line(s))" if shift else ""
         return error_event(
-            expected_seq,
-            f"agent line {expected_seq} ({typ}) claims seq {seq}: a line's seq must be its position in the spool "
-            "(a gap, a duplicate or a reordered line); its content is not trusted",
+            pos,
+            f"agent line {pos} ({typ}) claims seq {seq}{after_blank}: a line's seq must be its position in the "
+            "spool (a gap, a duplicate or a reordered line); its content is not trusted",
             **extra,
         )
     ts = doc.pop("ts", None)
-    ts_f = float(ts) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else None
-    return Event(seq=expected_seq, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc)
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float)) or not math.isfinite(ts)):
+        return error_event(pos, f"agent line {pos} ({typ}): ts must be unix seconds (a finite number), got {ts!r:.80}",
+                           kind="protocol", line_type=typ, **case_fields(doc))  # fmt: skip
+    ts_f = float(ts) if ts is not None else None
+    return Event(seq=pos, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc)
+
+
+def case_fields(doc: dict[str, Any]) -> dict[str, Any]:
+    """``case`` and ``case_index`` of a line, kept on its error so the row names its case — only when well-typed
+    (an object, a non-negative integer): a wrong-typed one is never stored."""
+    out: dict[str, Any] = {}
+    if isinstance(doc.get("case"), dict):
+        out["case"] = doc["case"]
+    ci = doc.get("case_index")
+    if isinstance(ci, int) and not isinstance(ci, bool) and ci >= 0:
+        out["case_index"] = ci
+    return out
 
 
 def oversize_event(position: int, size: int, head: bytes, cap: int) -> Event:

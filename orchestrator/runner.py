@@ -53,7 +53,7 @@ from orchestrator.facts import host_facts_summary
 from orchestrator.fanout import fanout
 from orchestrator.fleet import FleetView, describe, fleet_view, gate
 from orchestrator.fleet import check_fields as check_drift_fields
-from orchestrator.ingest import HostVerdict, host_verdict, line_event
+from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
@@ -444,11 +444,11 @@ class _HostRun:
         """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any)."""
         lines = t.stream(argv)
         agent = argv[:2]
+        spool = SpoolLines(seq)  # field types and case order checked as for orch runs import
         try:
             async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
-                ev = await with_full_outputs(t, agent, self.host, self.r.run_id, line_event(line, seq))
+                ev = await with_full_outputs(t, agent, self.host, self.r.run_id, spool.event(line))
                 await queue.put(self.enrich(ev))
-                seq += 1
         except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)
             await queue.put(_StreamEnd(exc))
         else:

@@ -20,7 +20,7 @@ from typing import Any
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import UsageError
 from orchestrator.facts import host_facts_summary
-from orchestrator.ingest import host_verdict, line_event
+from orchestrator.ingest import SpoolLines, done_record, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
@@ -65,7 +65,7 @@ def _hello(path: Path, first: Line | None) -> Event:
     where = f"{path}:1"
     if first is None:
         raise UsageError(f"{path} is empty: not an orch agent spool", "pass a host's events.jsonl")
-    ev = line_event(first, 0)
+    ev = SpoolLines(0).event(first)
     if ev.type != "hello":
         raise UsageError(
             f"{where}: not an orch agent spool (the first line is not a hello event: "
@@ -106,6 +106,8 @@ def import_spool(
     facts: dict[str, Any] = raw_facts if isinstance(raw_facts, dict) else {}
     summary = host_facts_summary(facts)
     created = existing is None
+    if existing is not None:
+        _check_run(store, path, run_id, suite, name, hello, summary)
     if existing is None:
         store.create_run(suite=suite, params={"imported_from": str(path)}, preset=None, label=None, hosts=[name],
                          started_by="orch runs import", started_on=str(path), run_id=run_id)  # fmt: skip
@@ -127,24 +129,34 @@ def import_spool(
         return mark_telemetry(enrich_event(suite, ev, gpu))  # as the runner stores it: throttled/shared flags
 
     last = store.last_seq(run_id, name)
+    stored = _Stored(store, run_id, name, path) if last > 0 else None
     batch: list[Event] = [hello] if last < 0 else []
     count, new, after_done, done_at = 1, len(batch), 0, None
+    spool = SpoolLines(1, cap=cap)
     for raw in lines:
         pos = count
         count += 1
         if done_at is not None:
             after_done += 1  # never ingested: the agent writes nothing after done
             continue
-        ev = line_event(raw, pos, cap=cap)
+        ev = spool.event(raw)
         if ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done"):
             done_at = pos
         if pos <= last:
+            if stored is not None:
+                done = _stored_done(store, run_id, name) if ev.type == "done" else None
+                stored.compare(ev, enrich(ev), rec_done=done)
             continue
+        if stored is not None:
+            stored.refuse_if_conflicts()  # before anything of this spool is stored
+            stored = None
         batch.append(enrich(ev))
         new += 1
         if len(batch) >= INGEST_BATCH_MAX:
             store.ingest(run_id, name, batch)
             batch = []
+    if stored is not None:
+        stored.refuse_if_conflicts()
     if batch:
         store.ingest(run_id, name, batch)
     detail = store.get_run(run_id)
@@ -155,8 +167,14 @@ def import_spool(
         notes.append(f"{splitter.pending} bytes of an unfinished last line were left out")
     if rec.done_counts is None:
         why = "the spool has no done line: the run had not finished on the host when it was copied"
-        if done_at is not None:
-            why = f"the done line (line {done_at}) is not at its position; the host's end of the run is unknown"
+        if done_at is not None:  # the spool is finished: end the host and the run as the live path does
+            why = f"the done line (line {done_at}) was not stored; the host's end of the run is unknown"
+            store.finish_host_run(run_id, name, "failed", why)
+            rec = store.get_run(run_id).host_run(name)
+            assert rec is not None
+            status = _run_status(store, run_id)
+            return ImportOutcome(str(path), run_id, suite, name, created, count, new, "failed", status,
+                                 rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
         return ImportOutcome(str(path), run_id, suite, name, created, count, new, "unfinished", detail.status,
                              rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
     verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors)
@@ -210,3 +228,89 @@ def _run_status(store: Store, run_id: str) -> str:
     if status != detail.status:
         store.finish_run(run_id, status)
     return status
+
+
+_FACT_KEYS = ("hostname", "gpu_name", "gpu_uuids", "driver")  # what identifies the machine that wrote a spool
+
+
+def _check_run(store: Store, path: Path, run_id: str, suite: str, host: str, hello: Event,
+               summary: dict[str, Any]) -> None:  # fmt: skip
+    """Refuse (UsageError, exit 2) a spool whose hello conflicts with the stored run: another suite, or host facts
+    (hostname, GPU names/UUIDs, driver) or agent version that differ from the host run's."""
+    detail = store.get_run(run_id)
+    problems: list[str] = []
+    if detail.suite != suite:
+        problems.append(f"its hello names suite {suite!r}, the stored run is of suite {detail.suite!r}")
+    rec = detail.host_run(host)
+    if rec is not None and rec.facts:
+        for key in _FACT_KEYS:
+            mine, theirs = summary.get(key), rec.facts.get(key)
+            if mine not in (None, [], "") and theirs not in (None, [], "") and mine != theirs:
+                problems.append(f"host fact {key} is {mine!r} in the spool, {theirs!r} stored for {host}")
+    _refuse(path, run_id, host, problems)
+
+
+def _refuse(path: Path, run_id: str, host: str, problems: list[str]) -> None:
+    if problems:
+        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+        raise UsageError(
+            f"{path} conflicts with the stored run {run_id} (host {host}): {shown}; nothing was imported",
+            "import the spool of this run and host (check the path and --host); a spool of another run needs "
+            "its own run",
+        )
+
+
+def _stored_done(store: Store, run_id: str, host: str) -> dict[str, Any] | None:
+    rec = store.get_run(run_id).host_run(host)
+    return rec.done_counts if rec is not None else None
+
+
+class _Stored:
+    """The host run's stored rows, compared with the spool's lines at positions already stored: a different line
+    at a stored position is a conflict (the spool is another one, or was changed), never silently skipped."""
+
+    def __init__(self, store: Store, run_id: str, host: str, path: Path) -> None:
+        self.run_id, self.host, self.path = run_id, host, path
+        self.rows: dict[int, Any] = {}
+        offset = 0
+        while True:
+            page = store.results(run_id, host=host, limit=1000, offset=offset)
+            self.rows.update((r.seq, r) for r in page.items)
+            offset += len(page.items)
+            if not page.items or offset >= page.total:
+                break
+        self.problems: list[str] = []
+
+    def compare(self, raw_ev: Event, ev: Event, *, rec_done: dict[str, Any] | None) -> None:
+        """Note how the spool's event at ``ev.seq`` (at or below the stored last_seq; ``raw_ev`` as the line
+        says it, ``ev`` as the import would store it) differs from the store."""
+        row = self.rows.get(ev.seq)
+        where = f"line {ev.seq}"
+        if ev.type not in ("result", "error"):
+            if row is not None:
+                self.problems.append(f"{where} is a {ev.type} line, the store holds a {row.status} row there")
+            if ev.type == "done" and rec_done is not None:
+                mine = done_record(ev)
+                diff = sorted(k for k in set(mine) | set(rec_done) if mine.get(k) != rec_done.get(k))
+                if diff:
+                    shown = ", ".join(f"{k} {mine.get(k)!r} vs {rec_done.get(k)!r} stored" for k in diff)
+                    self.problems.append(f"{where}: the done line differs ({shown})")
+            return
+        want = "ok" if ev.type == "result" else "error"
+        if row is None or row.status != want:
+            have = f"a {row.status} row" if row is not None else "no row"
+            self.problems.append(f"{where} is a {ev.type}, the store holds {have} there")
+            return
+        if row.case_index != ev.case_index:
+            self.problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
+        if ev.type == "result":
+            raw = raw_ev.data.get("metrics")  # the agent's own figures; derived ones depend on the GPU spec
+            for name, m in (raw.items() if isinstance(raw, dict) else ()):
+                have_m = row.metrics.get(str(name)) or {}
+                for key in ("value", "median", "p10", "p90", "min", "max", "n"):
+                    if isinstance(m, dict) and m.get(key) is not None and have_m.get(key) != m.get(key):
+                        self.problems.append(f"{where}: metric {name}.{key} is {m.get(key)!r}, "
+                                             f"{have_m.get(key)!r} stored")  # fmt: skip
+
+    def refuse_if_conflicts(self) -> None:
+        _refuse(self.path, self.run_id, self.host, self.problems)

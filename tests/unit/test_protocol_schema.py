@@ -151,7 +151,7 @@ def test_event_metrics_validates_each_metric() -> None:
 def test_bytes_that_are_not_utf8_never_raise() -> None:
     ev = parse_line(b"\xff\xfe{broken", expected_seq=2)
     assert (ev.seq, ev.type, ev.data["kind"]) == (2, "error", "protocol")
-    assert ev.data["message"] == "malformed agent line 2 (not JSON): '\ufffd\ufffd{broken'"
+    assert ev.data["message"] == "agent line 2 is not UTF-8 (byte 0xff at byte 0); its content is not trusted"
     assert parse_line(b"not json", expected_seq=0).data["message"] == "malformed agent line 0 (not JSON): 'not json'"
     good = parse_line(line(seq=0, type="log", message="caf\u00e9").encode(), expected_seq=0)
     assert good.data == {"message": "caf\u00e9"}
