@@ -22,6 +22,7 @@ Errors: :class:`~orchestrator.errors.InventoryError` naming the file, the line a
 from __future__ import annotations
 
 import fnmatch
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from orchestrator import yamllines
 from orchestrator.errors import InventoryError, SelectionError
 from orchestrator.slurm.config import SLURM_KEYS, SlurmGroup, SlurmOptions
+
+#: The host names the agent accepts for a run directory (``agents/orch_agent/runs.py``: ``_RUN_ID_RE``).
+HOST_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 HOST_KEYS = (
     "address",
@@ -79,6 +83,14 @@ class HostVars(BaseModel):
     gpu: GpuOverride | None = None
     orch_home: str | None = None
     require_uniform: bool | None = None
+
+    @field_validator("port", mode="before")
+    @classmethod
+    def _port_not_bool(cls, v: Any) -> Any:
+        # pydantic reads true as 1; a port written as yes/true is a mistake, not port 1.
+        if isinstance(v, bool):
+            raise ValueError("port must be a whole number, not true/false")
+        return v
 
     @field_validator("labels", mode="before")
     @classmethod
@@ -351,6 +363,14 @@ def _resolve(spec: InventorySpec, path: str, doc: Any = None) -> Inventory:
             slurm[gname] = sg
         members = []
         for hname, hv in group.hosts.items():
+            if not HOST_NAME_RE.fullmatch(hname):
+                raise InventoryError(
+                    f"host name {hname!r} is not allowed",
+                    "a host name is 1-128 letters, digits and '._-', not starting with '.', '_' or '-' (it names "
+                    "a directory on the host); put the machine's real name in address:",
+                    path=path,
+                    line=yamllines.line_of(doc, ("groups", gname, "hosts", hname)),
+                )
             if hname in seen:
                 raise InventoryError(
                     f"host {hname!r} appears in groups {seen[hname]!r} and {gname!r}",
@@ -470,4 +490,11 @@ def load_inventory(path: Path | str) -> Inventory:
         ) from None
     except OSError as exc:
         raise InventoryError(f"cannot read the inventory: {exc.strerror}", "check the path", path=str(p)) from None
+    except UnicodeDecodeError as exc:
+        raise InventoryError(
+            f"not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}",
+            "save the inventory as UTF-8",
+            path=str(p),
+            line=exc.object.count(b"\n", 0, exc.start) + 1,
+        ) from None
     return parse_inventory(text, str(p))

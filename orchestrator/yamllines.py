@@ -1,12 +1,14 @@
 """YAML with line numbers, so that errors in the inventory and in suite files name ``file:line`` — pure.
 
 :func:`load` is ``yaml.safe_load`` whose mappings and lists remember the line of every key and item (1-based);
-:func:`line_of` finds the line for a pydantic error location. A key given twice is an error, as a reader expects.
+:func:`line_of` finds the line for a pydantic error location. A key given twice is an error, as a reader
+expects; a plain key is the text written (``0710:`` is ``"0710"``, not 456); merge keys (``<<: *base``) work as
+in ``yaml.safe_load``; a list or mapping as a key is a YamlSyntaxError.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import yaml
@@ -48,15 +50,32 @@ class _LineLoader(yaml.SafeLoader):
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode) -> LinedDict:
     out = LinedDict()
     out.lines, out.line, out.texts, out.key_texts = {}, node.start_mark.line + 1, {}, {}
+    own = {id(k) for k, _ in node.value}
+    # Merge keys (``<<: *base``) as yaml.SafeLoader reads them: the merged entries come first and a key written
+    # in this mapping overrides a merged one; only a key written twice in the mapping itself is a duplicate.
+    loader.flatten_mapping(node)
+    written_here: set[Any] = set()
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
-        if key in out:
-            raise DuplicateKeyError(key, key_node.start_mark.line + 1)
+        if not isinstance(key, Hashable):
+            raise YamlSyntaxError(
+                "a mapping key must be a plain value (a name or a number), not a list or a mapping",
+                key_node.start_mark.line + 1,
+            )
+        plain_key = isinstance(key_node, yaml.ScalarNode) and key_node.style is None
+        if plain_key and key is not None and not isinstance(key, str):
+            key = key_node.value  # names as written: 0710 and 456, yes and on are different keys, not 456 / True
+        if id(key_node) in own:
+            if key in written_here:
+                raise DuplicateKeyError(key, key_node.start_mark.line + 1)
+            written_here.add(key)
+        out.pop(key, None)
+        out.texts.pop(key, None)
         out[key] = loader.construct_object(value_node, deep=True)
         out.lines[key] = key_node.start_mark.line + 1
         if isinstance(value_node, yaml.ScalarNode) and value_node.style is None:
             out.texts[key] = value_node.value
-        if isinstance(key_node, yaml.ScalarNode) and key_node.style is None:
+        if plain_key:
             out.key_texts[key] = key_node.value
     return out
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli import render
+from orchestrator.cli.argcheck import refuse_undecodable
 from orchestrator.cli.context import AppContext
 from orchestrator.errors import OrchError
 from orchestrator.settings import Settings
@@ -146,6 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app inside the one error boundary (OrchError -> red line + exit code)."""
     try:
         args = sys.argv[1:] if argv is None else argv
+        refuse_undecodable(args)
         rv = app(  # prog_name: _ORCH_COMPLETE (shell completion) also under python -m orchestrator
             args=hoist_global_options(args, typer.main.get_command(app)), standalone_mode=False, prog_name="orch"
         )

@@ -35,7 +35,13 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
     now = now or datetime.now(timezone.utc)
     m = _AGE_RE.fullmatch(text.strip().lower())
     if m:
-        return now - timedelta(seconds=float(m.group(1)) * _AGE_UNIT_S[m.group(2)])
+        try:
+            return now - timedelta(seconds=float(m.group(1)) * _AGE_UNIT_S[m.group(2)])
+        except (OverflowError, ValueError):  # older than datetime.min (year 1)
+            raise UsageError(
+                f"--since {text!r} reaches back before the year 1",
+                "give a smaller age (e.g. --since 3650d) or leave --since out for all runs",
+            ) from None
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -469,6 +469,12 @@ def load_suite_file(path: Path) -> SuiteDef:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SuiteError(f"{path}: cannot read the suite file: {exc.strerror}", "check the path") from None
+    except UnicodeDecodeError as exc:
+        line = exc.object.count(b"\n", 0, exc.start) + 1
+        raise SuiteError(
+            f"{path}:{line}: not UTF-8 text: byte {exc.object[exc.start]:#04x} at offset {exc.start}",
+            "save the suite file as UTF-8",
+        ) from None
     return parse_suite(text, str(path))
 
 
@@ -480,8 +486,9 @@ def packaged_suite_files() -> list[Path]:
 
 def suite_files(directory: Path) -> list[Path]:
     if not directory.is_dir():
+        what = "is a file, not a directory" if directory.exists() else "does not exist"
         raise SuiteError(
-            f"suite directory {directory} does not exist",
+            f"suite directory {directory} {what}",
             "pass an existing directory to --suite-dir / ORCH_SUITE_DIR / the inventory's suite_dir",
         )
     return sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())

@@ -26,6 +26,8 @@ def test_names_and_label_keys_keep_their_text(text: str) -> None:
     assert inv.groups == {text: ("h1",)}
     assert inv.host("h1").labels == {text: "x"}
     assert [h.name for h in inv.select(text)] == ["h1"]
+    if ":" in text:  # not a host name the agent accepts (letters, digits, '._-'): test_inventory_bad_input.py
+        return
     hosts = parse_inventory(f"groups:\n  g:\n    hosts:\n      {text}: {{}}\n      {text}x: {{}}\n")
     assert [h.name for h in hosts.select(text)] == [text]
 

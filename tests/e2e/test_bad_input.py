@@ -1,0 +1,78 @@
+"""Bad input found by a tester, through the real ``orch`` process: each is a message naming the place and the
+fix with exit 2 — never a traceback (exit 70), a misleading "database error" or a silent success."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Orch
+
+
+@pytest.fixture
+def local(tmp_path: Path) -> Orch:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text("groups:\n  l:\n    hosts:\n      l1: {connection: local}\n")
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    done = orch("run", "noop", "--hosts", "l1")
+    assert done.returncode == 0, done.stderr
+    return orch
+
+
+def _usage(res: object, *expected: str) -> None:
+    rc, err = res.returncode, res.stderr  # type: ignore[attr-defined]
+    assert rc == 2, err
+    assert "Traceback" not in err and "hit a bug" not in err and "database error" not in err, err
+    for text in expected:
+        assert text in err, err
+
+
+# Python hands a non-UTF-8 argv byte over as a lone surrogate (surrogateescape); subprocess encodes it back.
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("runs", "label", "latest", "\udcff"), "argument 4 ('\\xff') is not valid UTF-8"),
+        (("run", "sglang-one-batch", "--hosts", "l1", "--set", "model=\udcff"), "--set 'model=\\xff' is not valid"),
+        (("run", "sglang-one-batch", "--hosts", "l1", "--set=model=\udcff"), "--set 'model=\\xff' is not valid"),
+        (("runs", "list", "--label", "a\udce9b"), "--label 'a\\xe9b' is not valid UTF-8"),
+        (("run", "noop", "--hosts", "l\udcff"), "--hosts 'l\\xff'"),
+        (("runs", "list", "--since", "99999999d"), "--since '99999999d' reaches back before the year 1"),
+        (("runs", "list", "--since", "1e300w"), "--since '1e300w'"),
+    ],
+)
+def test_undecodable_and_out_of_range_arguments(local: Orch, args: tuple[str, ...], expected: str) -> None:
+    _usage(local(*args), expected)
+    assert local.json("runs", "show", "latest")["run"]["label"] is None  # nothing was written
+
+
+def test_an_existing_non_utf8_file_name_is_still_a_path(local: Orch) -> None:
+    odd = local.cwd / "inv\udcff.yaml"
+    odd.write_text(local.inventory.read_text())
+    res = local("-i", str(odd), "hosts", "list", "--json")
+    assert res.returncode == 0, res.stderr
+
+
+def test_non_utf8_suite_file_names_file_and_line(local: Orch) -> None:
+    suites = local.cwd / "suites"
+    suites.mkdir()
+    (suites / "bad.yaml").write_bytes(b"name: bad\ndescription: \xff\xfe\n")
+    _usage(local("suites", "list", "--suite-dir", str(suites)), "bad.yaml:2: not UTF-8 text: byte 0xff")
+
+
+def test_suite_dir_that_is_a_file_says_so(local: Orch) -> None:
+    _usage(local("suites", "list", "--suite-dir", str(local.inventory)), "is a file, not a directory")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (b"groups:\n  a:\n    hosts:\n      h\xff1: {connection: local}\n", "inventory.yaml:4: not UTF-8 text"),
+        (b"groups:\n  a:\n    hosts:\n      ? [x, y]\n      : {connection: local}\n", "inventory.yaml:4:"),
+        (b"groups:\n  a:\n    hosts:\n      h1: {address: h1, port: true}\n", "port"),
+        (b"groups:\n  a:\n    hosts:\n      '../../../esc': {connection: local}\n", "'._-'"),
+    ],
+)
+def test_bad_inventories(local: Orch, text: bytes, expected: str) -> None:
+    local.inventory.write_bytes(text)
+    _usage(local("hosts", "list"), expected)
