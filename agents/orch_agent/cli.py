@@ -167,14 +167,7 @@ def _write_file(path: str, data: bytes) -> None:
     """``data`` into ``path`` (0600) via a temporary name: whole or not at all. Raises CliError naming the path."""
     tmp = path + ".tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fatal.write_synced(tmp, data)
         os.replace(tmp, path)
     except OSError as exc:
         try:

@@ -16,17 +16,22 @@ import os
 REASON_BYTES = 4096
 
 
-def reserve(path: str) -> None:
-    """Create ``path`` (0600) holding REASON_BYTES of blanks. Raises OSError (the disk is already full)."""
+def write_synced(path: str, data: bytes) -> None:
+    """Create or truncate ``path`` (0600), write every byte of ``data`` (``os.write`` may write less than asked)
+    and fsync it before closing. Raises OSError (ENOSPC, EIO, ...); the agent's other files use it too."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        data = b" " * (REASON_BYTES - 1) + b"\n"
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def reserve(path: str) -> None:
+    """Create ``path`` (0600) holding REASON_BYTES of blanks. Raises OSError (the disk is already full)."""
+    write_synced(path, b" " * (REASON_BYTES - 1) + b"\n")
 
 
 def encode(message: str) -> bytes:

@@ -38,14 +38,7 @@ def node_name() -> str:
 
 
 def _write(path: str, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fatal.write_synced(path, data)
 
 
 def prepare(spec: dict[str, Any], orch_home: str | None, host: str) -> RunDir:

@@ -13,6 +13,12 @@ from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.limits import ensure_open_files
 
+DEFAULT_CONCURRENCY = 64  # hosts worked on at once by deploy and run (doctor's own default is alike)
+ShowAllOpt = Annotated[
+    bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
+]
+ConcurrencyOpt = Annotated[int, typer.Option("--concurrency", min=1, help="Hosts worked on at once.")]
+
 
 def _parse_sets(items: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
@@ -75,12 +81,8 @@ def run(
         int,
         typer.Option("--telemetry-ms", min=0, help="GPU telemetry interval per case, ms; 0 = off."),
     ] = 100,
-    show_all: Annotated[
-        bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
-    ] = False,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once.")
-    ] = 64,
+    show_all: ShowAllOpt = False,
+    concurrency: ConcurrencyOpt = DEFAULT_CONCURRENCY,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -192,12 +194,8 @@ def deploy(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s.")
     ] = 10.0,
-    show_all: Annotated[
-        bool, typer.Option("--all", help=f"Per-host tables also for more than {grouped.FEW_HOSTS} hosts.")
-    ] = False,
-    concurrency: Annotated[
-        int, typer.Option("--concurrency", min=1, help="Hosts worked on at once.")
-    ] = 64,
+    show_all: ShowAllOpt = False,
+    concurrency: ConcurrencyOpt = DEFAULT_CONCURRENCY,
 ) -> None:
     """Push the agent (and an engine build) to the hosts, content-addressed and verified by sha256."""
     from orchestrator.deploy_service import deploy_hosts
