@@ -164,6 +164,48 @@ def is_noisy(
     return head > 0 and (head_p90 - head_p10) / head > change
 
 
+WIDE_SPREAD = 0.20
+"""A measurement whose (p90 − p10) / median exceeds this is *noisy* (docs/metrics.md "Noisy measurements"): its
+p10–p90 half-width (~10%) is then twice compare's 5% threshold, so a change of the size
+compare calls cannot be told from one such measurement (``store.repo.COMPARE_THRESHOLD``)."""
+
+VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "within noise", "n/a")
+
+
+def relative_spread(median: Any, p10: Any, p90: Any) -> float | None:
+    """(p90 − p10) / median of one measurement (0.2 = the p10–p90 range is 20% of the median); None when a
+    figure is missing or not a number, or the median is <= 0."""
+    nums = (median, p10, p90)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums):
+        return None
+    if median <= 0:
+        return None
+    return float((p90 - p10) / median)
+
+
+def is_wide(median: Any, p10: Any, p90: Any, limit: float = WIDE_SPREAD) -> bool:
+    """Whether one measurement is noisy: its ``relative_spread`` exceeds ``limit`` (default ``WIDE_SPREAD``)."""
+    spread = relative_spread(median, p10, p90)
+    return spread is not None and spread > limit
+
+
+def wide_sides(
+    base: float, base_p10: Any, base_p90: Any, head: float, head_p10: Any, head_p90: Any
+) -> list[str]:
+    """``["base"]``, ``["head"]``, both or none: the sides of a comparison whose measurement ``is_wide``."""
+    sides = (("base", base, base_p10, base_p90), ("head", head, head_p10, head_p90))
+    return [name for name, m, lo, hi in sides if is_wide(m, lo, hi)]
+
+
+def verdict_counts(verdicts: Sequence[str]) -> dict[str, int]:
+    """How many cases have each verdict, every verdict of ``VERDICTS`` present (0 when none): the counts a
+    comparison's summary prints, so they are the table's verdicts by construction."""
+    counts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+    for v in verdicts:
+        counts[v] = counts.get(v, 0) + 1
+    return counts
+
+
 def noise_verdict(
     ratio: float | None, direction: Direction | None, noisy: bool | None, threshold: float = 0.05
 ) -> Verdict:

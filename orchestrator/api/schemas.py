@@ -199,6 +199,11 @@ class CompareCaseOut(_Out):
     stats: CaseStatsOut | None = Field(
         default=None, description="statistics from the raw samples; null when a side stored none"
     )
+    wide: list[str] = Field(
+        default_factory=list,
+        description="the sides (base, head) whose (p90 - p10) / median exceeds 0.20: a noisy measurement "
+        "(docs/metrics.md, Noisy measurements)",
+    )
 
 
 class ComparisonOut(_Out):
@@ -212,7 +217,9 @@ class ComparisonOut(_Out):
     only_base: int
     only_head: int
     threshold: float = Field(description="relative change beyond which a clear change is a regression or improvement")
-    noisy: int = Field(description="how many cases are noisy")
+    noisy: int = Field(
+        description="how many cases have `noisy` true (p10/p90 hide the change); the verdicts shown are `verdicts`"
+    )
     warned: int = Field(default=0, description="how many cases have a warning (failed requests on a side)")
     noise_floor: str | None = Field(
         default=None,
@@ -221,6 +228,12 @@ class ComparisonOut(_Out):
     slower: int = Field(default=0, description="cases called slower (a regression) at false discovery rate alpha")
     faster: int = Field(default=0, description="cases called faster at false discovery rate alpha")
     alpha: float | None = Field(default=None, description="false discovery rate of the calls (Benjamini-Hochberg)")
+    verdicts: dict[str, int] = Field(
+        default_factory=dict,
+        description="how many cases have each verdict (regression, improvement, unchanged, within noise, n/a): "
+        "the counts of the cases' `verdict`, as the CLI's summary prints them",
+    )
+    wide_cases: int = Field(default=0, description="how many cases have a noisy side (`wide` not empty)")
 
 
 class LabelIn(BaseModel):

@@ -630,6 +630,9 @@ def comparison_table(cmp: Any) -> None:
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
         base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
         head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
+        wide = getattr(x, "wide", None) or ()
+        base += NOISY_MARK if "base" in wide else ""
+        head += NOISY_MARK if "head" in wide else ""
         if x.warnings:
             verdict += " [yellow](failed requests)[/yellow]"
         t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, *extra, verdict)
@@ -637,16 +640,33 @@ def comparison_table(cmp: Any) -> None:
     c.print(t)
     gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
     c.print(
-        f"geometric mean head/base: [bold]{gm}[/bold] over {len(cmp.cases)} cases, {cmp.noisy} within noise "
+        f"geometric mean head/base: [bold]{gm}[/bold] over {len(cmp.cases)} cases: {verdict_summary(cmp.verdicts)} "
         f"(paired on {cmp.paired_on}); "
-        f"only in base: {cmp.only_base}, only in head: {cmp.only_head}"
+        f"only in base: {cmp.only_base}, only in head: {cmp.only_head}",
+        soft_wrap=True,
     )
+    if getattr(cmp, "wide_cases", 0):
+        c.print(f"[yellow]{cmp.wide_cases} case(s) marked noisy:[/yellow] {NOISY_NOTE}", soft_wrap=True)
     if getattr(cmp, "noise_floor", None):
         c.print(noise_floor_line(cmp), soft_wrap=True)
     for x in cmp.cases:
         if x.warnings:
             where = f"{safe(x.host or '*')} {safe(_case_text(x.case, ('seed',)))}"
             c.print(f"[yellow]warning:[/yellow] {where}: {safe('; '.join(x.warnings))}", soft_wrap=True)
+
+
+NOISY_MARK = " [yellow]noisy[/yellow]"
+NOISY_NOTE = (
+    "a p10–p90 spread wider than 20% of the median (docs/metrics.md, Noisy measurements): the figure is uncertain;"
+    " rerun on a quieter host or with more --repeat"
+)
+
+
+def verdict_summary(counts: dict[str, int]) -> str:
+    """``1 regression, 1 improvement, 5 within noise``: the comparison's verdict counts (those above 0), in the
+    words of the table's verdict column."""
+    shown = [f"{n} {v}" for v, n in counts.items() if n]
+    return ", ".join(shown) if shown else "no verdicts"
 
 
 def _stats_cells(st: Any) -> tuple[str, str]:

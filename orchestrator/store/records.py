@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from orchestrator.analysis.casestats import CaseStats
-from orchestrator.analysis.compare import Verdict
+from orchestrator.analysis.compare import Verdict, verdict_counts
 
 T = TypeVar("T")
 
@@ -172,6 +172,7 @@ class CompareCase:
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
     stats: CaseStats | None = None
+    wide: list[str] = field(default_factory=list)  # "base"/"head": the side whose spread is noisy (is_wide)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +193,11 @@ class Comparison:
     regression, faster → improvement, within noise); ``noise_floor`` says where the bands came from
     (``calibration``, ``within-run samples only``, or why no case was tested); ``slower``/``faster`` count the
     calls at false discovery rate ``alpha``.
+
+    ``verdicts`` counts the cases per verdict (``analysis.compare.verdict_counts``), computed from ``cases``
+    whenever the record is built or replaced: what a summary prints is what the table shows. A case's ``wide``
+    names the sides whose p10–p90 spread exceeds ``analysis.compare.WIDE_SPREAD`` of the median (noisy
+    measurements); ``wide_cases`` counts those cases.
     """
 
     base: str
@@ -210,6 +216,12 @@ class Comparison:
     slower: int = 0
     faster: int = 0
     alpha: float | None = None
+    verdicts: dict[str, int] = field(init=False, default_factory=dict)
+    wide_cases: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "verdicts", verdict_counts([c.verdict for c in self.cases]))
+        object.__setattr__(self, "wide_cases", sum(1 for c in self.cases if c.wide))
 
 
 @dataclass(frozen=True, kw_only=True)

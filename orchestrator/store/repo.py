@@ -39,7 +39,7 @@ from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, S
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis import roof
-from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict
+from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict, wide_sides
 from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
 from orchestrator.ingest import done_record
 from orchestrator.protocol import Event
@@ -1105,6 +1105,7 @@ def _comparison(
                 head_p90=h90,
                 noisy=noisy,
                 verdict=noise_verdict(ratio, direction, noisy, COMPARE_THRESHOLD),
+                wide=wide_sides(b, b10, b90, h, h10, h90),
             )
         )
     return Comparison(

@@ -330,7 +330,7 @@ async function comparePage(q, stale) {
   const tb = el("tbody");
   for (const k of c.cases) {
     const key = (byHost ? k.host : "*") + "\u0000" + k.case_key;
-    const flags = [mb.get(key), mh.get(key), ...(k.warnings || []), k.noisy ? "noisy: the p10–p90 spread is as large as the change" : null].filter(Boolean);
+    const flags = [mb.get(key), mh.get(key), ...(k.warnings || []), (k.wide || []).length ? `noisy ${k.wide.join(" and ")}: p10–p90 spread over 20% of the median` : null].filter(Boolean);
     if (mb.has(key) || mh.has(key)) marked++;
     tb.append(el("tr", { class: mb.has(key) || mh.has(key) ? "flagged" : k.noisy ? "noisy" : null }, el("td", {}, k.host || "*"),
       el("td", { title: caseText(k.case) }, shownKeys.map((n) => `${n}=${k.case[n]}`).join(" ")),
@@ -347,7 +347,7 @@ async function comparePage(q, stale) {
     el("p", { id: "compare-names" }, "base ", link(`/runs/${shortId(base.id)}`, name(base)), " · head ", link(`/runs/${shortId(head.id)}`, name(head)),
       ` · suite ${base.suite} · `, link(`/runs/${shortId(base.id)}?with=${shortId(head.id)}`, "plot both")),
     el("p", { id: "compare-summary" }, `geometric mean head/base ${c.geomean == null ? "-" : c.geomean.toFixed(3)} ` +
-      `over ${c.cases.length} cases, ${c.noisy} within noise (paired on ${c.paired_on}); ` +
+      `over ${c.cases.length} cases: ${Object.entries(c.verdicts || {}).filter(([, n]) => n).map(([v, n]) => `${n} ${v}`).join(", ") || "no verdicts"} (paired on ${c.paired_on}); ` +
       `only in base: ${c.only_base}, only in head: ${c.only_head}` + (c.warned ? `; ${c.warned} with failed requests` : "") +
       (marked ? `; ${marked} ran throttled or on a shared GPU` : "")),
     flagsBox(fb, "base: "), flagsBox(fh, "head: "),

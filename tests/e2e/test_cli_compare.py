@@ -1,11 +1,14 @@
 """``orch runs compare`` through the real ``orch`` process on a SQLite store: incomparable runs are a message and
-exit 2; the table has a verdict column and the geometric-mean line counts the cases within noise."""
+exit 2; the table has a verdict column, the summary counts the table's verdicts (and the API's), and a side whose
+p10–p90 spread is wider than 20% of its median is marked noisy."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from orchestrator.protocol import Event
@@ -75,6 +78,56 @@ def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
     rows = [line.split("│")[1:-1] for line in lines if line.count("│") == 7]
     assert [[cell.strip() for cell in row] for row in rows] == [
         ["h1", "M=1", "0.100 (0.099–0.101)", "0.200 (0.199–0.201)", "2.000", "regression"],
-        ["h1", "M=64", "0.72 (0.16–53.0)", "0.170 (0.165–0.175)", "0.236", "within noise"],
+        ["h1", "M=64", "0.72 (0.16–53.0) noisy", "0.170 (0.165–0.175)", "0.236", "within noise"],
     ]
-    assert "geometric mean head/base: 0.687 over 2 cases, 1 within noise (paired on host+case)" in res.stdout
+    assert "geometric mean head/base: 0.687 over 2 cases: 1 regression, 1 within noise (paired on host+case)" in (
+        res.stdout
+    )
+    note = " ".join(line for line in lines if "marked noisy" in line)
+    assert note.startswith("1 case(s) marked noisy: a p10–p90 spread wider than 20% of the median")
+    assert "more --repeat" in note
+
+
+def _run_samples(store: Store, figures: dict[int, tuple[float, float, int]], seed: int) -> str:
+    """A finished run on h1 with one time_ms result per M: n normal raw samples of (center, relative sd, n)."""
+    rng = np.random.default_rng(seed)
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    rid = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=["h1"],
+                           started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
+    events = []
+    for i, (m, (center, sd, n)) in enumerate(sorted(figures.items())):
+        xs = [float(x) for x in rng.normal(center, center * sd, n)]
+        p10, med, p90 = (float(q) for q in np.quantile(xs, [0.1, 0.5, 0.9]))
+        metric = {"value": med, "unit": "ms", "median": med, "p10": p10, "p90": p90, "n": n, "samples": xs}
+        events.append(Event(seq=i, type="result", data={"case": {"M": m}, "metrics": {"time_ms": metric}}))
+    store.ingest(rid, "h1", events)
+    return rid
+
+
+def test_summary_counts_are_the_tables_verdicts_not_the_noisy_flags(orch: Orch, store: Store) -> None:
+    """The finding: 5 "within noise", 1 regression, 1 improvement in the table, "6 within noise" in the summary
+    (the count of cases whose p10/p90 overlap). M=16 is 30% slower with 15% noise and 400 samples: p10–p90
+    ranges overlap (noisy) but the rank test calls it slower."""
+    flat = {m: (1.0 + m / 100, 0.01, 20) for m in (2, 4, 8, 32, 64)}
+    base = _run_samples(store, {**flat, 1: (1.0, 0.01, 20), 16: (1.0, 0.15, 400)}, seed=1)
+    head = _run_samples(store, {**flat, 1: (0.8, 0.01, 20), 16: (1.3, 0.15, 400)}, seed=2)
+    cmp = store.compare(base, head)
+    assert cmp.noisy == 6  # is_noisy's count: not a verdict
+    verdicts = {c.case["M"]: c.verdict for c in cmp.cases}
+    assert verdicts == {1: "improvement", 16: "regression", **dict.fromkeys(flat, "within noise")}
+    assert cmp.verdicts == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5, "n/a": 0}
+    res = orch("runs", "compare", base, head)
+    assert res.returncode == 0, res.stderr
+    out = " ".join(res.stdout.split())
+    assert "over 7 cases: 1 regression, 1 improvement, 5 within noise (paired on host+case)" in out
+    assert "statistics: 1 slower, 1 faster at FDR 0.05" in out
+    assert "6 within noise" not in out
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in res.stdout.splitlines() if line.count("│") == 9]
+    assert [r[-1] for r in rows].count("within noise") == 5
+    m16 = next(r for r in rows if r[1] == "M=16")
+    assert m16[2].endswith("noisy") and m16[3].endswith("noisy")  # 15% sd: p10–p90 ≈ 38% of the median
+    js = orch("runs", "compare", base, head, "--json")
+    assert js.returncode == 0, js.stderr
+    doc = json.loads(js.stdout)
+    assert doc["verdicts"] == cmp.verdicts and doc["wide_cases"] == 1

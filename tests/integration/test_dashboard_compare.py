@@ -74,11 +74,14 @@ def test_compare_opens_the_apis_comparison_of_the_two_ticked_runs(page: tuple[An
     names = pg.locator("#compare-names").inner_text()
     assert names.startswith(f"base label-a ({short['a']}) · head label-b ({short['b']})")
     summary = pg.locator("#compare-summary").inner_text()
-    assert summary.startswith(f"geometric mean head/base {api['geomean']:.3f} over 2 cases, 1 within noise")
+    verdicts = "1 regression, 1 within noise"  # the table's verdicts, as the CLI and the API's `verdicts` count them
+    assert api["verdicts"]["regression"] == api["verdicts"]["within noise"] == 1
+    assert summary.startswith(f"geometric mean head/base {api['geomean']:.3f} over 2 cases: {verdicts}")
     rows = pg.locator("#compare-cases tbody tr")
     assert [rows.nth(i).locator("td").nth(5).inner_text() for i in range(2)] == ["regression", "within noise"]
     assert rows.nth(0).locator("td").nth(5).get_attribute("class") == "worse"
     assert rows.nth(1).locator("td").nth(5).get_attribute("class") == ""  # not coloured: the CLI says noise
+    assert "noisy head: p10–p90 spread over 20% of the median" in rows.nth(1).locator("td").nth(7).inner_text()
 
     pg.go_back()  # the runs table again, nothing ticked
     pg.wait_for_selector("#runs tr.run")

@@ -7,7 +7,18 @@ from typing import Any
 
 import pytest
 
-from orchestrator.analysis.compare import case_key, compare, is_noisy, metric_direction, noise_verdict, verdict
+from orchestrator.analysis.compare import (
+    case_key,
+    compare,
+    is_noisy,
+    is_wide,
+    metric_direction,
+    noise_verdict,
+    relative_spread,
+    verdict,
+    verdict_counts,
+    wide_sides,
+)
 
 
 def row(m: int, time_ms: float, gbps: float, host: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -183,3 +194,19 @@ def test_compare_judges_noise_from_p10_p90() -> None:
         ("M=2", 0.5, False, "improvement"),
     ]
     assert c.improvements == [c.cases[1]] and c.to_dict()["cases"][0]["noisy"] is True
+
+
+def test_a_measurement_is_noisy_above_twenty_percent_spread() -> None:
+    assert relative_spread(0.44, 0.40, 155.0) == pytest.approx((155.0 - 0.40) / 0.44)
+    assert is_wide(0.44, 0.40, 155.0) and not is_wide(1.0, 0.95, 1.05)  # 35,000% and 10% against 20%
+    assert not is_wide(4.0, 3.5, 4.3) and is_wide(4.0, 3.5, 4.31)  # 20% exactly is not noisy yet, 20.25% is
+    assert relative_spread(0.0, 0.0, 1.0) is None and relative_spread(1.0, None, 1.1) is None
+    assert relative_spread(1.0, float("nan"), 1.1) is None and relative_spread(True, 0.0, 1.0) is None
+    assert wide_sides(1.0, 0.5, 1.5, 1.0, 0.99, 1.01) == ["base"]
+    assert wide_sides(1.0, 0.99, 1.01, 2.0, 1.0, 3.0) == ["head"] and wide_sides(1.0, None, None, 1.0, 1, 1) == []
+
+
+def test_verdict_counts_are_the_verdicts_given() -> None:
+    got = verdict_counts(["within noise"] * 5 + ["regression", "improvement"])
+    assert got == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5, "n/a": 0}
+    assert sum(verdict_counts([]).values()) == 0
