@@ -12,6 +12,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from orchestrator.analysis.compare import is_wide, relative_spread
 from orchestrator.errors import OrchError
 from orchestrator.store.compute import short_run_id
 
@@ -460,6 +461,11 @@ def run_detail(run: Any, results: list[Any]) -> None:
             for note in percent_reasons(host, run.host_run(host), rows):
                 c.print(f"[dim]{safe(note, lines=True)}[/dim]", soft_wrap=True)
     run_conditions(run, results)
+    for host, rows in by_host.items():
+        noisy = noisy_cases(rows)
+        if noisy:
+            shown = ", ".join(noisy[:8]) + (f" and {len(noisy) - 8} more" if len(noisy) > 8 else "")
+            c.print(f"[yellow]noisy:[/yellow] {safe(host)}: {safe(shown)} — {NOISY_NOTE}", soft_wrap=True)
     if any(p is not None for p in plateaus.values()):
         c.print(f"[dim]{PLATEAU_NOTE}[/dim]", soft_wrap=True)
     for host, rows in by_host.items():
@@ -551,7 +557,25 @@ def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
     text = f"{_fmt(float(med), digits)} ({_fmt(float(p10), digits)}–{_fmt(float(p90), digits)})"
     if unit and m.get("unit"):
         text += f" {safe(m['unit'])}"
-    return text
+    return text + (NOISY_MARK if is_wide(med, p10, p90) else "")
+
+
+def noisy_cases(rows: list[Any]) -> list[str]:
+    """``M=1 time_ms 35227%``: each ok result's metrics whose p10–p90 spread is wider than ``WIDE_SPREAD`` of the
+    median (``analysis.compare.is_wide``), with the relative spread in percent."""
+    out = []
+    for r in rows:
+        if r.status != "ok":
+            continue
+        for name, m in (r.metrics or {}).items():
+            if isinstance(m, dict):
+                med, p10, p90 = m.get("median", m.get("value")), m.get("p10"), m.get("p90")
+                if is_wide(med, p10, p90):
+                    spread = relative_spread(med, p10, p90) or 0.0
+                    m_value = getattr(r, "m", None)
+                    case = f"M={m_value}" if m_value is not None else _case_text(r.case, ("seed",))
+                    out.append(f"{case} {name} {spread * 100:.0f}%")
+    return out
 
 
 def _generic_table(title: str, rows: list[Any]) -> Any:
@@ -630,9 +654,6 @@ def comparison_table(cmp: Any) -> None:
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
         base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
         head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
-        wide = getattr(x, "wide", None) or ()
-        base += NOISY_MARK if "base" in wide else ""
-        head += NOISY_MARK if "head" in wide else ""
         if x.warnings:
             verdict += " [yellow](failed requests)[/yellow]"
         t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, *extra, verdict)

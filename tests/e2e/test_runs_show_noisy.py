@@ -1,0 +1,60 @@
+"""``orch runs show`` (real CLI entry point, real SQLite store) marks a measurement whose p10–p90 spread is wider
+than 20% of its median as noisy, in its cell and in a note naming the cases (docs/metrics.md, Noisy
+measurements)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from orchestrator.cli.render import NOISY_NOTE
+from orchestrator.protocol import Event
+from orchestrator.store.repo import Store
+from tests.e2e.test_untrusted_text import _orch
+
+TINY = {"E": 16, "k": 4, "shared": 1, "H": 256, "I": 128, "dtype": "fp32"}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    store = Store.from_url(url)
+    store.upgrade()
+    yield url, store
+    store.close()
+
+
+def _sweep(store: Store, host: str, suite: str, figures: dict[int, tuple[float, float, float]]) -> str:
+    store.upsert_host(host, address=None, group="g", labels={})
+    rid = store.create_run(suite=suite, params={}, preset="tiny", label=None, hosts=[host],
+                           started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(rid, host, facts={"gpus": []}, agent_version="v", build_sha=None)
+    store.ingest(rid, host, [
+        Event(seq=i, type="result", data={"case": {"M": m, **TINY}, "metrics": {"time_ms": {
+            "value": med, "unit": "ms", "median": med, "p10": p10, "p90": p90, "n": 5}}})
+        for i, (m, (med, p10, p90)) in enumerate(sorted(figures.items()))
+    ])  # fmt: skip
+    store.finish_host_run(rid, host, "completed")
+    store.finish_run(rid, "completed")
+    return rid
+
+
+@pytest.mark.parametrize("suite", ["moe-sweep", "my-suite"])
+def test_a_wide_spread_is_marked_noisy_and_named(db: tuple[str, Store], suite: str) -> None:
+    url, store = db
+    # the finding: 0.44 (0.40–155) ms shown with no warning; M=2's 10% spread and M=4's 20% exactly are not noisy
+    rid = _sweep(store, "cpu-0", suite, {1: (0.44, 0.40, 155.0), 2: (1.0, 0.95, 1.05), 4: (4.0, 3.5, 4.3)})
+    code, text = _orch(url, "runs", "show", rid)
+    assert code == 0, text
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") >= 4}
+    m1 = next(v for k, v in rows.items() if k in ("1", "M=1"))
+    assert "0.44 (0.40–155) noisy" in m1 or "0.44 (0.40–155) ms noisy" in m1, m1
+    assert all("noisy" not in v for k, v in rows.items() if k not in ("1", "M=1"))
+    flat = " ".join(text.split())
+    assert f"noisy: cpu-0: M=1 time_ms 35136% — {NOISY_NOTE}" in flat
+    assert flat.count("noisy:") == 1
+    code, text = _orch(url, "runs", "show", rid, "--json")
+    assert code == 0 and json.loads(text)  # --json is unchanged: figures only
