@@ -288,7 +288,7 @@ class _Stored:
         where = f"line {ev.seq}"
         if ev.type not in ("result", "error"):
             if row is not None:
-                self.problems.append(f"{where} is a {ev.type} line, the store holds a {row.status} row there")
+                self.problems.append(f"{where} is a {ev.type} line, the store holds a row of status {row.status} there")
             if ev.type == "done" and rec_done is not None:
                 mine = done_record(ev)
                 diff = sorted(k for k in set(mine) | set(rec_done) if mine.get(k) != rec_done.get(k))

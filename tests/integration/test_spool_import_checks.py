@@ -1,0 +1,207 @@
+"""``orch runs import`` of crafted copies of a real 3-case command-suite spool, on SQLite and PostgreSQL: a line
+orch would have to change to store is one error row (the run not ``completed``, the CLI saying so), and a spool
+that conflicts with the stored run is refused with exit 2, naming what differs — nothing is stored changed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import UsageError
+from orchestrator.spool_import import import_spool
+from orchestrator.store.repo import Store
+from orchestrator.suites.loader import load_registry
+
+RUN_ID = "01a2aaaa-0000-7000-8000-0000000000e7"
+
+ECHO_SUITE = """\
+name: echo-t
+description: echo t=N, parsed back
+command: ["/bin/echo", "t={t}"]
+params:
+  t: {type: list, default: [1, 2, 3], help: "the number echoed"}
+parser: {name: regex, pattern: 't=(?P<t>[0-9]+)'}
+metrics:
+  t: {path: t, unit: count}
+"""
+
+
+def _line(seq: int, type_: str, **fields: Any) -> bytes:
+    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_800_000_000.0 + seq, **fields}).encode()
+
+
+def _case(ci: int) -> dict[str, Any]:
+    return {"t": ci + 1, "argv": ["/bin/echo", f"t={ci + 1}"], "timeout_s": 600}
+
+
+def _result(seq: int, ci: int, **over: Any) -> bytes:
+    out = f"t={ci + 1}\n"
+    fields: dict[str, Any] = {
+        "case_index": ci,
+        "case": _case(ci),
+        "metrics": {"wall_ms": {"value": 1.0 + ci, "unit": "ms", "median": 1.0 + ci, "n": 1, "samples": [1.0 + ci]}},
+        "info": {"exit_status": 0, "parsed": "stdout", "stdout": out, "outputs": [out]},
+    }
+    fields.update(over)
+    return _line(seq, "result", **fields)
+
+
+def echo_lines(suite: str = "echo-t", results: int = 3) -> list[bytes]:
+    """An echo-t spool as the agent writes it: hello, (case_start, result) x 3, done — 8 lines."""
+    lines = [_line(0, "hello", agent_version="a" * 64, run_id=RUN_ID, suite=suite,
+                   facts={"hostname": "l1"}, cases_total=3)]  # fmt: skip
+    for ci in range(3):
+        lines += [_line(len(lines), "case_start", case_index=ci, case=_case(ci)), _result(len(lines) + 1, ci)]
+    lines.append(_line(7, "done", status="completed", counts={"lines": 7, "results": results, "errors": 0}))
+    return lines
+
+
+def _write(path: Path, lines: list[bytes]) -> Path:
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    return path
+
+
+@pytest.fixture
+def suite_dir(tmp_path: Path) -> Path:
+    d = tmp_path / "suites"
+    d.mkdir()
+    (d / "echo-t.yaml").write_text(ECHO_SUITE)
+    return d
+
+
+def _import(store: Store, path: Path, suite_dir: Path) -> Any:
+    return import_spool(store, path, host="l1", registry=load_registry([suite_dir]))
+
+
+def _rows(store: Store) -> list[tuple[int, int | None, str]]:
+    return [(r.seq, r.case_index, r.status) for r in store.results(RUN_ID).items]
+
+
+def test_the_real_spool_is_completed(store: Store, tmp_path: Path, suite_dir: Path) -> None:
+    out = _import(store, _write(tmp_path / "events.jsonl", echo_lines()), suite_dir)
+    assert (out.status, out.run_status, out.results, out.errors, out.error) == ("completed", "completed", 3, 0, None)
+    assert [r.metrics["t"]["value"] for r in store.results(RUN_ID).items] == [1.0, 2.0, 3.0]
+
+
+@pytest.mark.parametrize(
+    ("metrics", "says"),
+    [
+        ({"wall_ms": {"value": 1.0, "unit": "ms", "median": "fast"}}, "median must be a finite number, got 'fast'"),
+        ([1, 2], "metrics must be an object of name -> {value, unit, ...}, got [1, 2]"),
+    ],
+)
+def test_a_result_with_a_malformed_metric_is_an_error_row_not_a_dropped_metric(
+    store: Store, tmp_path: Path, suite_dir: Path, metrics: Any, says: str
+) -> None:
+    lines = echo_lines()
+    lines[2] = _result(2, 0, metrics=metrics)
+    out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
+    assert (out.status, out.run_status, out.results, out.errors) == ("failed", "partial", 2, 1)
+    assert "3 results on the host, 2 stored; 0 errors on the host, 1 stored" in (out.error or "")
+    assert _rows(store) == [(2, 0, "error"), (4, 1, "ok"), (6, 2, "ok")]
+    [err] = store.results(RUN_ID, status="error").items
+    assert (err.error or "").startswith("agent line 2 (result): metrics") and says in (err.error or "")
+    assert err.metrics == {}
+
+
+def test_a_result_for_another_case_than_the_one_started_is_an_error_row(
+    store: Store, tmp_path: Path, suite_dir: Path
+) -> None:
+    lines = echo_lines()
+    lines[2] = _result(2, 1)  # right after the case_start of case 0
+    out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
+    assert (out.status, out.run_status) == ("failed", "partial")
+    assert _rows(store) == [(2, 1, "error"), (4, 1, "ok"), (6, 2, "ok")]
+    assert [r.case_index for r in store.results(RUN_ID, status="ok").items] == [1, 2]
+    [err] = store.results(RUN_ID, status="error").items
+    assert "it is for case 1, but the case started last is case 0" in (err.error or "")
+
+
+def test_bytes_that_are_not_utf8_are_an_error_row_not_replacement_characters(
+    store: Store, tmp_path: Path, suite_dir: Path
+) -> None:
+    lines = echo_lines()
+    lines[4] = lines[4].replace(b'"case": {"t": 2,', b'"case": {"tag": "\xff\xfe", "t": 2,')
+    assert b"\xff\xfe" in lines[4]
+    out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
+    assert (out.status, out.results, out.errors) == ("failed", 2, 1)
+    [err] = store.results(RUN_ID, status="error").items
+    assert err.seq == 4 and "agent line 4 is not UTF-8 (byte 0xff" in (err.error or "")
+    assert all("\ufffd" not in json.dumps(r.case) for r in store.results(RUN_ID).items)
+
+
+def test_one_blank_line_is_one_error_row_and_the_run_ends(store: Store, tmp_path: Path, suite_dir: Path) -> None:
+    lines = echo_lines()
+    lines.insert(3, b"")
+    out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
+    assert (out.status, out.run_status, out.results, out.errors) == ("failed", "partial", 3, 1)
+    assert _rows(store) == [(2, 0, "ok"), (3, None, "error"), (5, 1, "ok"), (7, 2, "ok")]
+    assert "7 lines on the host before done, 8 stored" in (out.error or "")
+    detail = store.get_run(RUN_ID)
+    assert detail.status == "partial" and detail.host_run("l1").status == "failed"  # type: ignore[union-attr]
+
+
+def test_a_done_line_that_is_not_stored_still_ends_the_run(store: Store, tmp_path: Path, suite_dir: Path) -> None:
+    lines = echo_lines()
+    lines[7] = _line(7, "done", status="completed", counts={"lines": 7, "results": "3", "errors": 0})
+    out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
+    assert (out.status, out.run_status) == ("failed", "partial")
+    assert "the done line (line 7) was not stored" in (out.error or "")
+    assert store.get_run(RUN_ID).status == "partial"
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda ls: ls.__setitem__(0, echo_lines(suite="moe-sweep")[0]),
+         "its hello names suite 'moe-sweep', the stored run is of suite 'echo-t'"),  # fmt: skip
+        (lambda ls: ls.__setitem__(7, echo_lines(results=4)[7]),
+         "line 7: the done line differs (results 4 vs 3 stored)"),  # fmt: skip
+        (lambda ls: ls.__setitem__(4, _result(4, 1, metrics={"wall_ms": {"value": 9.0, "unit": "ms"}})),
+         "line 4: metric wall_ms.value is 9.0, 2.0 stored"),  # fmt: skip
+        (lambda ls: ls.__setitem__(0, ls[0].replace(b'"hostname": "l1"', b'"hostname": "other-node"')),
+         "host fact hostname is 'other-node' in the spool, 'l1' stored for l1"),  # fmt: skip
+        (lambda ls: ls.__setitem__(4, _line(4, "log", level="info", message="hi")),
+         "line 4 is a log line, the store holds a row of status ok there"),  # fmt: skip
+    ],
+)
+def test_a_spool_that_conflicts_with_the_stored_run_is_refused(
+    store: Store, tmp_path: Path, suite_dir: Path, change: Any, says: str
+) -> None:
+    _import(store, _write(tmp_path / "events.jsonl", echo_lines()), suite_dir)
+    before = [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items]
+    lines = echo_lines() + [b"extra"]
+    change(lines)
+    lines[-1] = _line(8, "log", level="info", message="a line past the stored ones")
+    with pytest.raises(UsageError, match="conflicts with the stored run") as info:
+        _import(store, _write(tmp_path / "other.jsonl", lines), suite_dir)
+    assert says in info.value.message and "nothing was imported" in info.value.message
+    assert [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items] == before
+    assert store.last_seq(RUN_ID, "l1") == 7 and store.get_run(RUN_ID).status == "completed"
+
+
+def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str, suite_dir: Path) -> None:
+    def orch(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator", "--db", db_url, "--inventory",
+                               str(tmp_path / "none.yaml"), "runs", "import", *args, "--host", "l1",
+                               "--suite-dir", str(suite_dir)],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+
+    if db_url.startswith("postgresql"):
+        s = Store.from_url(db_url)
+        s.upgrade()
+        s.close()
+    lines = echo_lines()
+    lines[2] = _result(2, 0, metrics={"wall_ms": {"value": 1.0, "unit": "ms", "median": "fast"}})
+    bad = orch(str(_write(tmp_path / "events.jsonl", lines)))
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "failed — 2 results, 1 errors stored; run partial" in bad.stdout, bad.stdout
+    assert "3 results on the host, 2 stored" in bad.stdout
+    foreign = orch(str(_write(tmp_path / "moe.jsonl", [echo_lines(suite="moe-sweep")[0], *lines[1:]])))
+    assert foreign.returncode == 2 and "Traceback" not in foreign.stderr, foreign.stderr
+    assert "its hello names suite 'moe-sweep', the stored run is of suite 'echo-t'" in foreign.stderr
