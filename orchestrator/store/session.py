@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -33,7 +34,8 @@ def compact_json(obj: Any) -> str:
 def make_engine(url: str) -> Engine:
     """An Engine for ``url`` (``sqlite:///path``, ``postgresql+psycopg://user@host/db`` ...).
 
-    Raises ConfigError for a URL SQLAlchemy cannot parse or a driver that is not installed.
+    Raises ConfigError for a URL SQLAlchemy cannot parse, a driver that is not installed, or an SQLite path that
+    is a directory or a file other than an SQLite database (read: its first 16 bytes; nothing is connected).
     """
     try:
         parsed = make_url(url)
@@ -50,6 +52,8 @@ def make_engine(url: str) -> Engine:
     kwargs: dict[str, Any] = {"json_serializer": compact_json, "json_deserializer": orjson.loads}
     if parsed.drivername.startswith("sqlite"):
         kwargs["connect_args"] = {"check_same_thread": False}
+        if parsed.database not in (None, "", ":memory:") and not str(parsed.database).startswith("file:"):
+            _refuse_non_sqlite(Path(str(parsed.database)), redact_url(url))
     else:
         kwargs["pool_pre_ping"] = True
     try:
@@ -64,6 +68,28 @@ def make_engine(url: str) -> Engine:
     if engine.dialect.name == "sqlite":
         _tune_sqlite(engine)
     return engine
+
+
+#: The first 16 bytes of every SQLite 3 database file (https://www.sqlite.org/fileformat.html, section 1.3.1).
+SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def _refuse_non_sqlite(path: Path, shown_url: str) -> None:
+    """ConfigError (exit 2) when ``path`` exists and is not an SQLite database: a directory, or a non-empty file
+    without SQLite's header (an empty file is a new database). A missing file is left to the caller."""
+    hint = "pass --db sqlite:///PATH of an orch database, or of a new file that orch will create"
+    if path.is_dir():
+        raise ConfigError(f"--db / ORCH_DB_URL names a directory, not an SQLite database: {path} ({shown_url})", hint)
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"cannot read the database file {path}: {exc.strerror}", "check its permissions") from None
+    if head and head != SQLITE_HEADER:
+        raise ConfigError(f"{path} is not an SQLite database ({shown_url}): it does not start with SQLite's header",
+                          hint)  # fmt: skip
 
 
 def _tune_sqlite(engine: Engine) -> None:

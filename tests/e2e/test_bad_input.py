@@ -76,3 +76,19 @@ def test_suite_dir_that_is_a_file_says_so(local: Orch) -> None:
 def test_bad_inventories(local: Orch, text: bytes, expected: str) -> None:
     local.inventory.write_bytes(text)
     _usage(local("hosts", "list"), expected)
+
+
+@pytest.mark.parametrize("args", [("runs", "list"), ("db", "upgrade"), ("run", "noop", "--hosts", "l1")])
+@pytest.mark.parametrize("what", ["text file", "directory"])
+def test_db_that_is_not_an_sqlite_database(local: Orch, args: tuple[str, ...], what: str) -> None:
+    target = local.cwd / "not-a-db"
+    if what == "directory":
+        target.mkdir()
+        expected = "names a directory, not an SQLite database"
+    else:
+        target.write_text("hello\n")
+        expected = "not-a-db is not an SQLite database"
+    _usage(local("--db", f"sqlite:///{target}", *args), expected, "--db sqlite:///PATH")
+    assert "reachable" not in local("--db", f"sqlite:///{target}", *args).stderr
+    if what == "text file":
+        assert target.read_text() == "hello\n"  # left as it was
