@@ -26,9 +26,11 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py) ;;
+    orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py) ;;
+    orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py) ;;
     orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py) ;;
     orchestrator/parsers/*) tests=(tests/unit/test_parsers.py) ;;
-    orchestrator/store/compute.py) tests=(tests/integration/test_store.py) ;;
+    orchestrator/store/compute.py) tests=(tests/unit/test_store_compute.py) ;;
     *) echo "mutation: name the tests for $mod: scripts/mutation.sh $mod tests/..." >&2; exit 2 ;;
   esac
 fi

@@ -1,0 +1,104 @@
+"""A host's end of a run from its ``done`` line (pure): what is kept of the line, each disagreement's sentence, and
+each verdict with its exact text — the survivors of mutation testing ``orchestrator/ingest.py`` (docs/testing.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.ingest import HostVerdict, done_record, host_verdict, reconcile
+from orchestrator.protocol import Event
+
+
+def _done(seq: int = 8, **data: Any) -> dict[str, Any]:
+    return done_record(Event(seq=seq, type="done", data=data))
+
+
+def test_done_record_keeps_counts_status_position_and_a_reason_only_when_given() -> None:
+    counts = {"lines": 8, "results": 6, "errors": 0}
+    assert _done(8, counts=counts) == {**counts, "status": "completed", "position": 8}  # no status: completed
+    assert _done(3, status="cancelled") == {"status": "cancelled", "position": 3}  # no counts: none invented
+    assert _done(3, status="failed", counts=[1, 2]) == {"status": "failed", "position": 3}  # counts not an object
+    enospc = "cannot write /home/u/.orch/runs/r/h/events.jsonl: No space left on device (ENOSPC)"
+    assert _done(5, status="failed", reason=enospc)["reason"] == enospc
+    assert "reason" not in _done(5, status="failed", reason="")
+    assert "reason" not in _done(5, status="failed", reason=5)
+
+
+def test_reconcile_sentences_name_the_host_count_and_the_stored_one() -> None:
+    done = {"lines": 7, "results": 6, "errors": 0}
+    assert reconcile(done, done_seq=8, results=6, errors=0) == ["7 lines on the host before done, 8 stored"]
+    assert reconcile({"lines": 8, "errors": 0}, done_seq=8, results=6, errors=0) == [
+        "no count of results on the host, 6 stored"
+    ]
+
+
+@pytest.mark.parametrize("bad", [8.0, -8, True, "8", None])
+def test_a_count_that_is_not_a_non_negative_int_is_a_disagreement(bad: Any) -> None:
+    """8.0, "8": JSON that is not an integer; -8: never a count; True: a bool is not a count though True == 1."""
+    ok = {"lines": 8, "results": 6, "errors": 0}
+    assert reconcile({**ok, "lines": bad}, done_seq=8, results=6, errors=0) == [
+        f"{bad} lines on the host before done, 8 stored"
+    ]
+    assert reconcile({**ok, "results": bad}, done_seq=8, results=6, errors=0) == [
+        f"{bad} results on the host, 6 stored"
+    ]
+    # a negative count never agrees, not even with a (corrupt) negative stored one
+    assert reconcile({**ok, "errors": -1}, done_seq=8, results=6, errors=-1) == ["-1 errors on the host, -1 stored"]
+
+
+def test_done_without_a_stored_position_never_agrees_on_lines() -> None:
+    """A done record without an int position counts as position -1: no line count (never negative) matches it."""
+    for position in (None, "8", 8.0):
+        done = {"lines": 1, "results": 0, "errors": 0, "status": "completed", "position": position}
+        v = host_verdict(done, results=0, errors=0)
+        assert v == HostVerdict(
+            "failed", "1 lines on the host before done, -1 stored (the store does not hold what the agent wrote)"
+        )
+
+
+def test_no_done_line_is_a_failed_host_with_the_reason() -> None:
+    assert host_verdict(None, results=3, errors=0) == HostVerdict(
+        "failed", "the agent's done line was not stored: the host's end of the run is unknown"
+    )
+
+
+def _rec(results: int, errors: int, status: str = "completed", **extra: Any) -> dict[str, Any]:
+    return {"lines": 4, "results": results, "errors": errors, "status": status, "position": 4, **extra}
+
+
+def test_the_agents_reason_comes_first_then_the_disagreements() -> None:
+    why = "cannot write events.jsonl: No space left on device (ENOSPC)"
+    assert host_verdict(_rec(2, 0, "failed", reason=why), results=2, errors=0) == HostVerdict("failed", why)
+    assert host_verdict(_rec(2, 0, "failed", reason=why), results=1, errors=0) == HostVerdict(
+        "failed", f"{why}; 2 results on the host, 1 stored"
+    )
+    # an empty reason is no reason: the counts agree and nothing failed
+    assert host_verdict(_rec(2, 0, reason=""), results=2, errors=0) == HostVerdict("completed")
+
+
+def test_disagreement_text_is_every_problem_joined() -> None:
+    assert host_verdict(_rec(2, 1), results=1, errors=0) == HostVerdict(
+        "failed",
+        "2 results on the host, 1 stored; 1 errors on the host, 0 stored"
+        " (the store does not hold what the agent wrote)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("results", "errors", "status", "want"),
+    [
+        (0, 0, "completed", HostVerdict("completed")),  # an empty sweep is not a failure
+        (3, 0, "completed", HostVerdict("completed")),
+        (3, 1, "completed", HostVerdict("partial", "1 case(s) failed")),
+        (1, 2, "completed", HostVerdict("partial", "2 case(s) failed")),
+        (0, 1, "completed", HostVerdict("failed", "1 case(s) failed")),  # every case failed
+        (0, 2, "completed", HostVerdict("failed", "2 case(s) failed")),
+        (3, 0, "failed", HostVerdict("failed", "the agent reported failure")),  # the agent's word wins
+        (3, 1, "failed", HostVerdict("failed", "1 case(s) failed")),
+        (0, 0, "cancelled", HostVerdict("cancelled")),
+    ],
+)
+def test_verdicts_when_the_counts_agree(results: int, errors: int, status: str, want: HostVerdict) -> None:
+    assert host_verdict(_rec(results, errors, status), results=results, errors=errors) == want
