@@ -28,6 +28,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py) ;;
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py) ;;
     orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py) ;;
+    orchestrator/trust.py) tests=(tests/unit/test_trust_record.py) ;;
     orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py) ;;
     orchestrator/parsers/*) tests=(tests/unit/test_parsers.py) ;;
     orchestrator/store/compute.py) tests=(tests/unit/test_store_compute.py) ;;
