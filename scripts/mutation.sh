@@ -27,7 +27,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py) ;;
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py) ;;
-    orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py) ;;
+    orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_line_splitter_edges.py) ;;
     orchestrator/trust.py) tests=(tests/unit/test_trust_record.py) ;;
     orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py) ;;
     orchestrator/parsers/*) tests=(tests/unit/test_parsers.py) ;;

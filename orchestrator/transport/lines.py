@@ -75,10 +75,13 @@ class LineSplitter:
             self._skipped, self._head = None, b""
             return line
         if not self._buf:
-            return chunk[start:end] if n <= self.max_line else OversizeLine(n, chunk[start : start + HEAD_BYTES])
+            if n <= self.max_line:
+                return chunk[start:end]
+            return OversizeLine(n, chunk[start : min(end, start + HEAD_BYTES)])  # a head never runs past the line
         if len(self._buf) + n > self.max_line:
             line = OversizeLine(
-                len(self._buf) + n, (bytes(self._buf[:HEAD_BYTES]) + chunk[start : start + HEAD_BYTES])[:HEAD_BYTES]
+                len(self._buf) + n,
+                (bytes(self._buf[:HEAD_BYTES]) + chunk[start : min(end, start + HEAD_BYTES)])[:HEAD_BYTES],
             )
         else:
             self._buf += chunk[start:end]
