@@ -32,10 +32,16 @@ NS = 1_700_000_000_123_456_789
 )
 def test_uuid7_layout_of_rfc_9562(monkeypatch: pytest.MonkeyPatch, rand: bytes, want: str) -> None:
     """48-bit ms, version 7, 12 bits rand_a, variant 0b10, 62 bits rand_b (RFC 9562 §5.7)."""
-    monkeypatch.setattr(c.time, "time_ns", lambda: NS)
-    monkeypatch.setattr(c.os, "urandom", lambda n: rand[:n])
+    asked: list[int] = []
+
+    def urandom(n: int) -> bytes:
+        asked.append(n)
+        return rand
+
+    monkeypatch.setattr("time.time_ns", lambda: NS)
+    monkeypatch.setattr("os.urandom", urandom)
     got = c.uuid7()
-    assert got == want
+    assert got == want and asked == [10]  # 80 random bits: 12 of rand_a, 62 of rand_b, 6 unused
     u = uuid.UUID(got)
     assert (u.version, u.variant) == (7, uuid.RFC_4122)
 
@@ -133,7 +139,8 @@ def test_geomean(ratios: list[float], want: float | None) -> None:
 
 
 @pytest.mark.parametrize(
-    ("values", "want"), [([5.0], 5.0), ([1.0, 2.0], 1.5), ([3.0, 1.0, 2.0], 2.0), ([4.0, 1.0, 3.0, 2.0], 2.5)]
+    ("values", "want"),
+    [([5.0], 5.0), ([1.0, 2.0], 1.5), ([3.0, 1.0, 2.0], 2.0), ([4.0, 1.0, 3.0, 2.0], 2.5), ([9.0, 1, 5, 3, 7], 5.0)],
 )
 def test_median(values: list[float], want: float) -> None:
     assert c.median(values) == want
