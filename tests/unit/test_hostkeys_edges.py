@@ -1,0 +1,203 @@
+"""orchestrator.hostkeys at the edges its mutation run found unguarded (docs/testing.md): lookups under a port or a
+HostKeyAlias through the KnownHosts helpers, known_hosts path expansion, ``append_entry``'s newline handling and
+``remove_host``'s refusals and atomic rewrite — on real keys and files made by OpenSSH's ``ssh-keygen``, and
+``ssh-keygen -R`` itself where it decides."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from orchestrator import hostkeys as hk
+from orchestrator.errors import ConfigError
+
+SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
+pytestmark = pytest.mark.skipif(not os.path.exists(SSH_KEYGEN), reason="needs OpenSSH's ssh-keygen")
+HOST = "gpu-a.example"
+
+
+def keygen(*args: str | Path, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([SSH_KEYGEN, *map(str, args)], capture_output=True, text=True, check=check, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def pubs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """``TYPE BASE64`` of three fresh ed25519 keys: ``host``, ``other`` and ``ca``."""
+    d = tmp_path_factory.mktemp("edgekeys")
+    out = {}
+    for name in ("host", "other", "ca"):
+        keygen("-q", "-N", "", "-t", "ed25519", "-C", name, "-f", d / name)
+        out[name] = " ".join((d / f"{name}.pub").read_text().split()[:2])
+    return out
+
+
+def _kh(tmp_path: Path, *lines: str) -> hk.KnownHosts:
+    path = tmp_path / "known_hosts"
+    path.write_text("".join(line + "\n" for line in lines))
+    return hk.load_known_hosts([path])
+
+
+def test_warning_text_with_and_without_a_line() -> None:
+    assert str(hk.KnownHostsWarning("/h/.ssh/known_hosts", 3, "bad key")) == "/h/.ssh/known_hosts:3: bad key"
+    assert str(hk.KnownHostsWarning("/h/.ssh/known_hosts", 0, "cannot read")) == "/h/.ssh/known_hosts: cannot read"
+
+
+def test_helpers_look_up_the_alias_verbatim(pubs: dict[str, str], tmp_path: Path) -> None:
+    kh = _kh(tmp_path, f"gpu-key {pubs['host']}", f"{HOST} {pubs['other']}", f"@cert-authority gpu-key {pubs['ca']}")
+    assert [e.line for e in kh.for_host(HOST, 2222, host_key_alias="gpu-key")] == [1, 3]
+    assert [e.line for e in kh.for_host(HOST, 22)] == [2]
+    assert kh.key_types_for(HOST, 22, host_key_alias="gpu-key") == {"ssh-ed25519"}
+    assert kh.key_types_for("nowhere.example", 22) == set()
+    assert kh.has_cert_authority_for(HOST, 22, host_key_alias="gpu-key")
+    assert not kh.has_cert_authority_for(HOST, 22)
+
+
+def test_helpers_under_a_port(pubs: dict[str, str], tmp_path: Path) -> None:
+    kh = _kh(tmp_path, f"@cert-authority [{HOST}]:2222 {pubs['ca']}", f"@revoked [{HOST}]:2222 {pubs['other']}")
+    assert kh.has_cert_authority_for(HOST, 2222)
+    assert not kh.has_cert_authority_for(HOST, 22)
+    assert kh.revoked_key_lines(HOST, 2222) == [pubs["other"]]
+    assert kh.revoked_key_lines(HOST, 22) == []
+    assert kh.revoked_key_lines() == [pubs["other"]]
+    ca_blob = hk.OfferedKey.from_line(pubs["ca"]).blob
+    assert hk.is_trusted_ca(kh, HOST, 2222, ca_blob)
+    assert not hk.is_trusted_ca(kh, HOST, 22, ca_blob)
+
+
+def test_is_trusted_ca_under_an_alias_has_no_port_less_retry(pubs: dict[str, str], tmp_path: Path) -> None:
+    ca_blob = hk.OfferedKey.from_line(pubs["ca"]).blob
+    by_name = _kh(tmp_path, f"@cert-authority {HOST} {pubs['ca']}")
+    assert hk.is_trusted_ca(by_name, HOST, 2222, ca_blob)  # [host]:2222 has none: the port-less name's counts
+    assert not hk.is_trusted_ca(by_name, HOST, 2222, ca_blob, host_key_alias="gpu-key")  # alias: only its name
+    by_alias = _kh(tmp_path, f"@cert-authority gpu-key {pubs['ca']}")
+    assert hk.is_trusted_ca(by_alias, HOST, 22, ca_blob, host_key_alias="gpu-key")
+    assert not hk.is_trusted_ca(by_alias, HOST, 22, ca_blob)
+
+
+def test_path_expansion_edges(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    assert hk.default_known_hosts_files(home, ["~", "~alice/kh"], []) == [home, Path("~alice/kh")]
+    assert hk.default_known_hosts_files(home, ["${lower_case}/kh", "/x/${Mixed_9}"], [], environ={
+        "lower_case": "/lc", "Mixed_9": "m"
+    }) == [Path("/lc/kh"), Path("/x/m")]
+    with pytest.raises(ConfigError) as exc:
+        hk.default_known_hosts_files(home, ["/kh/100%"], [])
+    assert (str(exc.value), exc.value.hint) == (
+        "known_hosts path '/kh/100%' ends with a lone '%'",
+        "write %% for a literal %",
+    )
+    with pytest.raises(ConfigError) as exc:
+        hk.default_known_hosts_files(home, ["/kh/%h"], [])
+    assert (str(exc.value), exc.value.hint) == (
+        "known_hosts path '/kh/%h': token %h is unknown or has no value here",
+        "UserKnownHostsFile accepts %%, %C, %d, %h, %i, %k, %L, %l, %n, %p, %r, %u (ssh_config(5) TOKENS)",
+    )
+
+
+def test_primary_file_expands_tokens_and_environment(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    got = hk.primary_known_hosts_file(home, ["%d/${SUB}/kh_%u", "/second"], tokens={"u": "alice"}, environ={"SUB": "s"})
+    assert got == home / "s" / "kh_alice"
+    assert hk.primary_known_hosts_file(home, ["none"]) is None
+    assert hk.primary_known_hosts_file(home) == home / ".ssh" / "known_hosts"
+
+
+def test_format_entry_under_an_alias_is_the_alias_lower_cased(pubs: dict[str, str]) -> None:
+    line = hk.format_entry(HOST, 2222, pubs["host"], hashed=False, host_key_alias="GPU-Key")
+    assert line == f"gpu-key {pubs['host']}"
+    assert hk.format_entry(HOST.upper(), 2222, pubs["host"], hashed=False) == f"[{HOST}]:2222 {pubs['host']}"
+
+
+def test_append_entry_after_a_final_newline_adds_no_blank_line(pubs: dict[str, str], tmp_path: Path) -> None:
+    kh = tmp_path / "ssh" / "known_hosts"
+    hk.append_entry(kh, f"a.example {pubs['host']}\n")
+    assert kh.read_text() == f"a.example {pubs['host']}\n"
+    assert oct(kh.stat().st_mode & 0o777) == "0o600" and oct(kh.parent.stat().st_mode & 0o777) == "0o700"
+    hk.append_entry(kh, f"b.example {pubs['host']} tail-XX\t\n")  # only the newline is stripped
+    assert kh.read_text() == f"a.example {pubs['host']}\nb.example {pubs['host']} tail-XX\t\n"
+    short = tmp_path / "short"
+    short.write_text("#\n")
+    hk.append_entry(short, "c")
+    assert short.read_text() == "#\nc\n"
+
+
+@pytest.mark.parametrize("bad", ["other.example ssh-ed25519", "other.example ssh-ed25519 #not-a-key"])
+def test_remove_host_refuses_a_line_without_a_key_like_ssh_keygen(
+    pubs: dict[str, str], tmp_path: Path, bad: str
+) -> None:
+    original = f"{HOST} {pubs['host']}\n{bad}\n"
+    ours, theirs = tmp_path / "ours", tmp_path / "theirs"
+    ours.write_text(original)
+    theirs.write_text(original)
+    assert keygen("-R", HOST, "-f", theirs, check=False).returncode == 1  # ssh-keygen refuses it too
+    with pytest.raises(ConfigError) as exc:
+        hk.remove_host(ours, HOST)
+    assert (str(exc.value), exc.value.hint) == (
+        f"{ours}:2: invalid known_hosts line; not rewriting {ours}",
+        "fix or delete the line(s) first; ssh-keygen -R refuses this file too",
+    )
+    assert ours.read_text() == theirs.read_text() == original
+
+
+def test_remove_host_names_how_many_more_lines_are_invalid(pubs: dict[str, str], tmp_path: Path) -> None:
+    kh = tmp_path / "kh"
+    kh.write_text(f"{HOST} {pubs['host']}\na ssh-foo AAAA\nb ssh-foo AAAA\nc ssh-foo AAAA\n")
+    with pytest.raises(ConfigError, match=rf"^{kh}:2: invalid known_hosts line \(and 2 more\); not rewriting {kh}$"):
+        hk.remove_host(kh, HOST)
+
+
+def test_remove_host_port_0_is_the_plain_name_as_for_an_alias(pubs: dict[str, str], tmp_path: Path) -> None:
+    kh = tmp_path / "kh"
+    kh.write_text(f"gpu-key {pubs['host']}\n[gpu-key]:0 {pubs['other']}\n")
+    assert hk.remove_host(kh, "gpu-key", 0).removed_count == 1
+    assert kh.read_text() == f"[gpu-key]:0 {pubs['other']}\n"
+
+
+def test_remove_host_writes_its_temporary_file_next_to_the_target(
+    pubs: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same directory, so the final rename is atomic on one filesystem; TMPDIR is never used."""
+    kh = tmp_path / "kh"
+    kh.write_text(f"{HOST} {pubs['host']}\nother.example {pubs['other']}\n")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "no-such-tmpdir"))
+    res = hk.remove_host(kh, HOST)
+    assert res == hk.RemoveResult(1, tmp_path / "kh.old")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kh", "kh.old"]
+
+
+def test_remove_host_copies_the_backup_where_hard_links_fail(
+    pubs: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kh = tmp_path / "kh"
+    original = f"{HOST} {pubs['host']}\nother.example {pubs['other']}\n"
+    kh.write_text(original)
+
+    def no_links(src: object, dst: object) -> None:
+        raise PermissionError("hard links not supported")
+
+    monkeypatch.setattr(os, "link", no_links)
+    assert hk.remove_host(kh, HOST).removed_count == 1
+    assert (tmp_path / "kh.old").read_text() == original
+    assert kh.read_text() == f"other.example {pubs['other']}\n"
+
+
+def test_remove_host_leaves_no_temporary_file_when_the_rename_fails(
+    pubs: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kh = tmp_path / "kh"
+    original = f"{HOST} {pubs['host']}\n"
+    kh.write_text(original)
+
+    def no_rename(src: object, dst: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", no_rename)
+    with pytest.raises(OSError, match="No space left on device"):
+        hk.remove_host(kh, HOST)
+    assert kh.read_text() == original
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kh", "kh.old"]
