@@ -42,10 +42,11 @@ class SpoolLines:
       and the host's reconciliation then fails on the line count, as it must;
     - a line whose fields have the wrong type (:func:`linecheck.field_problem`) is one ``error`` row naming the
       field, never stored with that field dropped or coerced;
-    - a ``result`` or case ``error`` must belong to the case whose ``case_start`` came last, once, as the agent
-      writes them (``worker.py``: case_start, then one result or one error); a line for another case is one
-      ``error`` row naming both cases. Read from ``start > 0`` (a reattached follow), or after a refused
-      ``case_start``, the open case is unknown until the next ``case_start`` and lines are not checked against it.
+    - a ``result`` or case ``error`` right after a ``case_start`` must be for that case, and each case has one
+      result or one error, as the agent writes them (``worker.py``: case_start, then one result or one error); a
+      line for another case, or a second one for a case, is one ``error`` row naming the cases. Where no
+      ``case_start`` is open (a follow reattached mid-case, a refused ``case_start``, spools of older agents
+      without them) only the second-line rule applies.
 
     The blank-line shift is counted from ``start``: a follow reattached past a blank line sees the lines after
     it as seq mismatches (error rows), which the reconciliation reports as well.
@@ -55,8 +56,7 @@ class SpoolLines:
         self.position = start
         self.cap = cap
         self.shift = 0
-        self._known = start == 0  # whether the open case is known (read from the start, or a case_start seen)
-        self._open: int | None = None
+        self._open: int | None = None  # the case whose case_start came last, until its result or error
         self._finished: set[int] = set()
 
     def event(self, line: Line) -> Event:
@@ -70,7 +70,7 @@ class SpoolLines:
         ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
         problem = field_problem(ev.type, ev.data)
         if problem is not None and ev.type == "case_start":
-            self._known, self._open = False, None  # which case is open is unknown until the next case_start
+            self._open = None  # which case is open is unknown until the next case_start
         if problem is None and not (ev.type == "error" and ev.data.get("kind") == "protocol"):
             problem = self._case_order(ev)  # a line orch already refused says nothing about the cases
         if problem is None:
@@ -84,17 +84,16 @@ class SpoolLines:
             assert ci is not None  # field_problem checked it
             if ci in self._finished:
                 return f"case {ci} was started again after it ended"
-            self._known, self._open = True, ci
+            self._open = ci
             return None
         if ev.type not in ("result", "error") or ci is None:
             return None
-        open_case, known = self._open, self._known
+        open_case = self._open
         self._open = None
         if ci in self._finished:
             return f"a second {ev.type} for case {ci} (the agent writes one result or error per case)"
-        if known and ci != open_case:
-            started = f"the case started last is case {open_case}" if open_case is not None else "no case is open"
-            return f"it is for case {ci}, but {started}"
+        if open_case is not None and ci != open_case:
+            return f"it is for case {ci}, but the case started last is case {open_case}"
         self._finished.add(ci)  # only a line that is stored ends its case
         return None
 

@@ -257,3 +257,31 @@ def _has_runs(store: Store) -> bool:
         return store.list_runs(limit=1).total > 0
     except Exception:  # noqa: BLE001 - the run has not created the schema yet
         return False
+
+
+def test_a_line_orch_would_have_to_change_is_one_error_row_over_ssh(bed: tuple[Orch, SshdHost]) -> None:
+    """A tester's crafted spool (issue 10's kind): a metric statistic that is a string and a result for another
+    case than the one started, collected live over SSH: each one error row, never stored with the metric dropped
+    or under the case it claims; the run is not completed."""
+    orch, host = bed
+    body = []
+    for ci in range(3):
+        body += [_line(1 + 2 * ci, "case_start", case_index=ci, case={"ms": float(ci)}), _result(2 + 2 * ci, ci)]
+    body[1] = body[1].replace('"time_ms": {"value": 0.0, "unit": "ms"}', '"time_ms": {"value": 0.0, "unit": "ms", '
+                              '"median": "fast"}')  # fmt: skip
+    body[3] = _result(4, 2)  # right after the case_start of case 1
+    spool = _spool(body)
+    spool[-1] = spool[-1].replace('"results": 6', '"results": 3')
+    rid = _plant(orch, host, spool)
+    h = _collect(orch, rid, 1)["hosts"][0]
+    assert (h["status"], h["results"], h["errors"]) == ("failed", 1, 2), h
+    assert "3 results on the host, 1 stored; 0 errors on the host, 2 stored" in h["error"]
+    store = Store.from_url(orch.db_url)
+    try:
+        rows = store.results(rid, limit=20).items
+        assert [(r.seq, r.case_index, r.status) for r in rows] == [(2, 0, "error"), (4, 2, "error"), (6, 2, "ok")]
+        assert "metric 'time_ms': median must be a finite number, got 'fast'" in (rows[0].error or "")
+        assert "it is for case 2, but the case started last is case 1" in (rows[1].error or "")
+        assert store.get_run(rid).status == "partial"
+    finally:
+        store.close()
