@@ -10,9 +10,11 @@ from fastapi import Depends, HTTPException, Path, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, SecretStr, TypeAdapter
 
+from orchestrator.errors import UsageError
 from orchestrator.settings import Settings
-from orchestrator.store.repo import Store
+from orchestrator.store.repo import RUN_REF_FORMS, Store
 
+RUN_REF_HELP = f"a run: {RUN_REF_FORMS} (as the CLI takes it)"
 RUN_ID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 TEXT_PATTERN = r"^[^\x00-\x1f\x7f]*$"
@@ -92,7 +94,25 @@ _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}  # built on first use: one per
 
 
 StoreDep = Annotated[Store, Depends(get_store)]
-RunId = Annotated[str, Path(pattern=RUN_ID_PATTERN, description="run id (UUID)")]
+
+
+def resolve_run_ref(store: Store, ref: str, param: str) -> str:
+    """The full id of the run the request parameter ``param`` names, as ``Store.resolve_run_id`` reads it (the
+    CLI's forms). An unknown run stays a NotFoundError (404); a malformed or ambiguous reference is a 422 whose
+    detail names the parameter and the accepted forms (or the matching runs)."""
+    try:
+        return store.resolve_run_id(ref)
+    except UsageError as exc:
+        raise HTTPException(422, f"{param}: {exc.message} ({exc.hint})") from exc
+
+
+def _path_run(store: StoreDep, run_id: Annotated[str, Path(max_length=200, description=RUN_REF_HELP)]) -> str:
+    return resolve_run_ref(store, run_id, "run_id")
+
+
+RunId = Annotated[str, Depends(_path_run)]
+"""A path parameter ``run_id`` naming a run in any form the CLI takes; the route receives the full id."""
+RunRefQuery = Annotated[str, Query(max_length=200, description=RUN_REF_HELP)]
 Text = Annotated[str | None, Query(max_length=255, pattern=TEXT_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="rows to skip")]

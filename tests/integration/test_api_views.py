@@ -54,7 +54,7 @@ def test_views_resolve_flags_and_assets(store: Store, serve: Callable[[Settings,
         assert bad.status_code == 400 and "no result of the run(s) has metric 'nope'" in bad.json()["detail"]
         mixed = c.get("/api/v1/views", params={"run": [ids["base"], ids["hbm"]]})
         assert mixed.status_code == 400 and "different suites" in mixed.json()["detail"]
-        assert c.get("/api/v1/views", params={"run": "zzzz"}).status_code == 400
+        assert c.get("/api/v1/views", params={"run": "zzzz"}).status_code == 422  # malformed: 422 naming the forms
         assert c.get("/api/v1/views", params={"run": "abcdef12"}).status_code == 404
 
         assert c.get("/api/v1/resolve", params={"ref": short_base}).json()["id"] == ids["base"]

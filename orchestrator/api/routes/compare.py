@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Response
 
-from orchestrator.api.deps import NAME_PATTERN, RUN_ID_PATTERN, StoreDep, record_response
+from orchestrator.api.deps import NAME_PATTERN, RunRefQuery, StoreDep, record_response, resolve_run_ref
 from orchestrator.api.schemas import ComparisonOut, Detail
 
 router = APIRouter(tags=["compare"])
@@ -18,10 +18,11 @@ _INCOMPARABLE: dict[int | str, dict[str, Any]] = {
 @router.get("/compare", response_model=ComparisonOut, responses=_INCOMPARABLE)
 def compare(
     store: StoreDep,
-    base: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
-    head: Annotated[str, Query(pattern=RUN_ID_PATTERN)],
+    base: RunRefQuery,
+    head: RunRefQuery,
     metric: Annotated[
         str | None, Query(pattern=NAME_PATTERN, description="default time_ms, else the first")
     ] = None,
 ) -> Response:
+    base, head = resolve_run_ref(store, base, "base"), resolve_run_ref(store, head, "head")
     return record_response(store.compare(base, head, metric=metric))

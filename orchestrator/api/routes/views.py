@@ -10,7 +10,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from orchestrator.api.deps import NAME_PATTERN, RunId, StoreDep, get_settings, record_response
+from orchestrator.api.deps import (
+    NAME_PATTERN,
+    RunId,
+    RunRefQuery,
+    StoreDep,
+    get_settings,
+    record_response,
+    resolve_run_ref,
+)
 from orchestrator.api.schemas import RunSummaryOut
 from orchestrator.api.schemas_views import RunFlagsOut, ViewsOut
 from orchestrator.errors import SuiteError
@@ -19,8 +27,6 @@ from orchestrator.views_service import MAX_RUNS, run_views
 
 router = APIRouter(tags=["views"])
 _log = logging.getLogger("orch.api")
-RUN_REF = r"^[0-9a-zA-Z~-]{1,40}$"
-RunRef = Annotated[str, Query(pattern=RUN_REF, description="a run id, its short form, a prefix, latest or latest~N")]
 
 
 def _registry(request: Request) -> Registry:
@@ -47,12 +53,13 @@ def views(
     metric: Annotated[str | None, Query(pattern=NAME_PATTERN, description="one metric; default the headline")] = None,
     x: Annotated[str | None, Query(pattern=NAME_PATTERN, description="case parameter on x; default the sweep")] = None,
 ) -> Response:
-    return record_response(run_views(store, run, registry=_registry(request), metric=metric, x=x))
+    ids = [resolve_run_ref(store, ref, "run") for ref in run]
+    return record_response(run_views(store, ids, registry=_registry(request), metric=metric, x=x))
 
 
 @router.get("/resolve", response_model=RunSummaryOut)
-def resolve(store: StoreDep, ref: RunRef) -> RunSummaryOut:
-    return RunSummaryOut.model_validate(store.get_run(store.resolve_run_id(ref)))
+def resolve(store: StoreDep, ref: RunRefQuery) -> RunSummaryOut:
+    return RunSummaryOut.model_validate(store.get_run(resolve_run_ref(store, ref, "ref")))
 
 
 @router.get("/runs/{run_id}/flags", response_model=RunFlagsOut)
