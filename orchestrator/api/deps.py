@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, SecretStr, TypeAdapter
 
@@ -96,18 +97,20 @@ _ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}  # built on first use: one per
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
-def resolve_run_ref(store: Store, ref: str, param: str) -> str:
-    """The full id of the run the request parameter ``param`` names, as ``Store.resolve_run_id`` reads it (the
-    CLI's forms). An unknown run stays a NotFoundError (404); a malformed or ambiguous reference is a 422 whose
-    detail names the parameter and the accepted forms (or the matching runs)."""
+def resolve_run_ref(store: Store, ref: str, param: str, *, where: str = "query") -> str:
+    """The full id of the run the request parameter ``param`` (in ``where``: query or path) names, as
+    ``Store.resolve_run_id`` reads it (the CLI's forms). An unknown run stays a NotFoundError (404); a malformed
+    or ambiguous reference is a 422 in FastAPI's validation shape (``detail[0].loc`` the parameter) whose ``msg``
+    names the accepted forms (or the matching runs)."""
     try:
         return store.resolve_run_id(ref)
     except UsageError as exc:
-        raise HTTPException(422, f"{param}: {exc.message} ({exc.hint})") from exc
+        msg = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+        raise RequestValidationError([{"type": "run_ref", "loc": (where, param), "msg": msg, "input": ref}]) from exc
 
 
 def _path_run(store: StoreDep, run_id: Annotated[str, Path(max_length=200, description=RUN_REF_HELP)]) -> str:
-    return resolve_run_ref(store, run_id, "run_id")
+    return resolve_run_ref(store, run_id, "run_id", where="path")
 
 
 RunId = Annotated[str, Depends(_path_run)]
