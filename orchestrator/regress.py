@@ -22,10 +22,14 @@ from orchestrator.inventory import Inventory
 from orchestrator.runner import Observer, Runner, RunOutcome, RunRequest
 from orchestrator.store.records import CompareCase, Comparison
 from orchestrator.store.repo import Store
-from orchestrator.store.stats_repo import CalibrationRecord, save_calibration
+from orchestrator.store.stats_repo import CalibrationRecord, metric_samples_kind, save_calibration
 from orchestrator.suites.registry import Registry
 
 DEFAULT_CALIBRATION_RUNS = 3
+WIDE_BAND = 0.50
+"""A calibrated band (A/A spread or within-run spread, relative) above this is too wide to be useful: a
+comparison would call nothing short of a 50% change, ten times compare's 5% threshold (docs/metrics.md, Noisy
+measurements)."""
 
 
 @dataclass(frozen=True)
@@ -35,11 +39,19 @@ class CalibrateOutcome:
     suite: str
     runs: list[RunOutcome]
     calibrations: list[CalibrationRecord]
+    skipped: dict[str, str] = field(default_factory=dict)  # metric -> why not calibrated (no samples, constant)
+
+    @property
+    def too_wide(self) -> list[CalibrationRecord]:
+        """The calibrations whose A/A or within-run spread exceeds ``WIDE_BAND``."""
+        return [c for c in self.calibrations if max(c.aa_spread or 0.0, c.within_spread or 0.0) > WIDE_BAND]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "suite": self.suite,
             "runs": [{"run_id": r.run_id, "status": r.status} for r in self.runs],
+            "skipped_metrics": self.skipped,
+            "too_wide": [{"host": c.host, "case": c.case, "metric": c.metric} for c in self.too_wide],
             "calibrations": [
                 {
                     "host": c.host,
@@ -55,11 +67,13 @@ class CalibrateOutcome:
         }
 
 
-def _metric_names(store: Store, run_id: str) -> list[str]:
-    names: dict[str, None] = {}
-    for r in store.results(run_id, status="ok", limit=10_000).items:
-        names.update(dict.fromkeys(r.metrics))
-    return list(names)
+def _metric_names(store: Store, run_id: str) -> tuple[list[str], dict[str, str]]:
+    """The metrics worth calibrating (their samples vary within a run) and the others with why: a metric with
+    no raw samples is derived from the case (bytes, FLOPs), one whose samples never vary is a constant — an A/A
+    spread of 0% for either would only look like a quiet host."""
+    kinds = metric_samples_kind(store, run_id)
+    skipped = {m: k for m, k in kinds.items() if k != "varies"}
+    return [m for m, k in kinds.items() if k == "varies"], skipped
 
 
 async def calibrate(
@@ -88,9 +102,10 @@ async def calibrate(
             "see why with `orch runs show RUN_ID` for each run, then calibrate again",
         )
     records: list[CalibrationRecord] = []
-    for metric in _metric_names(store, usable[0]):
+    metrics, skipped = _metric_names(store, usable[0])
+    for metric in metrics:
         records.extend(save_calibration(store, req.suite, metric, usable))
-    return CalibrateOutcome(req.suite, outcomes, records)
+    return CalibrateOutcome(req.suite, outcomes, records, skipped)
 
 
 def rerun_request(

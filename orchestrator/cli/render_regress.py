@@ -28,6 +28,21 @@ def calibration_table(out: Any) -> None:
         )  # fmt: skip
     c.print(t)
     c.print(f"{len(out.calibrations)} calibrations stored; later comparisons of these cases use them as noise band")
+    skipped = getattr(out, "skipped", None) or {}
+    if skipped:
+        why = "; ".join(f"{safe(m)} ({safe(k)})" for m, k in sorted(skipped.items()))
+        c.print(f"not calibrated (they do not vary by design): {why}", soft_wrap=True)
+    wide = getattr(out, "too_wide", None) or []
+    if wide:
+        from orchestrator.regress import WIDE_BAND
+
+        names = [f"{safe(r.host)} {safe(_case_text(r.case, ('seed',)))} {safe(r.metric)}" for r in wide]
+        shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+        c.print(
+            f"[yellow]warning:[/yellow] {len(wide)} band(s) wider than {WIDE_BAND:.0%}, too wide to call a change: "
+            f"{shown}; calibrate on a quieter host (no other jobs, fixed clocks) or with more --repeat",
+            soft_wrap=True,
+        )
 
 
 def rerun_outcome(outcome: Any, replays: str) -> None:

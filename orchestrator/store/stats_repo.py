@@ -65,6 +65,30 @@ def case_samples(store: Store, run_id: str, metric: str, *, by_host: bool = True
     return dict(out)
 
 
+def metric_samples_kind(store: Store, run_id: str) -> dict[str, str]:
+    """Per metric of the run's ok results: ``varies`` when some result stored at least two raw samples of it that
+    differ, ``constant`` when every stored sample list holds one value (a count or size the bench reports per
+    sample), ``no samples`` when no result stored samples of it (derived figures such as ``activation_bytes``,
+    ``weight_bytes``, ``tflops``: computed from the case, not measured)."""
+    kinds: dict[str, str] = {}
+    with store._read() as s:
+        rows = s.execute(
+            select(Result.metrics, Result.samples).where(Result.run_id == run_id, Result.status == "ok")
+        ).all()
+    for metrics, samples in rows:
+        for name in metrics or {}:
+            kinds.setdefault(name, "no samples")
+        for name, xs in (samples or {}).items() if isinstance(samples, dict) else ():
+            if not isinstance(xs, list):
+                continue
+            nums = {float(x) for x in xs if isinstance(x, (int, float)) and not isinstance(x, bool)}
+            if len(xs) >= 2 and len(nums) > 1:
+                kinds[name] = "varies"
+            elif len(xs) >= 2 and kinds.get(name) != "varies":
+                kinds[name] = "constant"
+    return kinds
+
+
 def case_medians(store: Store, run_id: str, metric: str) -> dict[tuple[str, str], tuple[float, dict[str, Any]]]:
     """The median of ``metric`` per (host, case_key) of a run's ok results (several results of a case: the
     median of their medians) and the case's parameters."""

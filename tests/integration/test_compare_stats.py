@@ -151,3 +151,55 @@ def test_check_and_calibration_text(store: Store, capsys: pytest.CaptureFixture[
     assert "regression confirmed: 1 of 2 slower case(s) reproduced" in text
     doc = out_check.to_dict()
     assert [c["case"]["M"] for c in doc["not_reproduced"]] == [8] and doc["rerun_run_id"] == again
+
+
+def _aa_run(store: Store, sd: dict[int, float], seed: int) -> str:
+    """A moe-sweep run on h1: per M a measured time_ms (20 samples, relative sd ``sd[M]``), distinct_experts
+    with 20 equal samples (a count), and activation_bytes without samples (derived from the case)."""
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    run_id = store.create_run(
+        suite="moe-sweep", params={}, preset="tiny", label=None, hosts=["h1"], started_by="me@box", started_on="box"
+    )
+    store.start_host_run(run_id, "h1", facts={}, agent_version="v1", build_sha=None)
+    rng = np.random.default_rng(seed)
+    events = []
+    for i, (m, rel) in enumerate(sorted(sd.items())):
+        xs = [float(abs(x)) for x in rng.normal(1.0, rel, 20)]
+        p10, med, p90 = (float(q) for q in np.quantile(xs, [0.1, 0.5, 0.9]))
+        metrics: dict[str, Any] = {
+            "time_ms": {"value": med, "unit": "ms", "median": med, "p10": p10, "p90": p90, "n": 20, "samples": xs},
+            "distinct_experts": {"value": 8, "unit": "experts", "median": 8, "p10": 8, "p90": 8, "samples": [8] * 20},
+            "activation_bytes": {"value": 4096 * m, "unit": "B"},
+        }
+        events.append(Event(seq=i, type="result", data={"case": {"M": m, "E": 8}, "metrics": metrics}))
+    assert store.ingest(run_id, "h1", events) == len(sd)
+    return run_id
+
+
+def test_calibrate_skips_constants_and_warns_of_wide_bands(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """The finding: 56 calibrations stored from a --runs 2 tiny sweep, activation_bytes among them at 0.00%, bands
+    up to 49772% with no warning. Metrics that do not vary are skipped with why; a band above 50% is named."""
+    from orchestrator.cli import render_regress
+    from orchestrator.regress import WIDE_BAND, CalibrateOutcome, _metric_names
+    from orchestrator.runner import RunOutcome
+    from orchestrator.store.stats_repo import metric_samples_kind
+
+    sd = {1: 0.01, 8: 0.9}  # M=8: a host busy with other work
+    aa = [_aa_run(store, sd, seed=30 + i) for i in range(2)]
+    assert metric_samples_kind(store, aa[0]) == {
+        "time_ms": "varies", "distinct_experts": "constant", "activation_bytes": "no samples"
+    }  # fmt: skip
+    metrics, skipped = _metric_names(store, aa[0])
+    assert metrics == ["time_ms"] and skipped == {"distinct_experts": "constant", "activation_bytes": "no samples"}
+    recs = [r for m in metrics for r in save_calibration(store, "moe-sweep", m, aa)]
+    cal = CalibrateOutcome("moe-sweep", [RunOutcome(r, "moe-sweep", "completed", []) for r in aa], recs, skipped)
+    assert [(r.case["M"], r.metric) for r in cal.too_wide] == [(8, "time_ms")]
+    assert all(max(r.aa_spread or 0, r.within_spread or 0) <= WIDE_BAND for r in recs if r.case["M"] == 1)
+    assert cal.to_dict()["too_wide"] == [{"host": "h1", "case": {"M": 8, "E": 8}, "metric": "time_ms"}]
+    render_regress.calibration_table(cal)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "2 calibrations stored" in out
+    skipped_line = "activation_bytes (no samples); distinct_experts (constant)"
+    assert f"not calibrated (they do not vary by design): {skipped_line}" in out
+    assert "warning: 1 band(s) wider than 50%, too wide to call a change: h1 M=8 E=8 time_ms; calibrate on a " \
+        "quieter host (no other jobs, fixed clocks) or with more --repeat" in out
