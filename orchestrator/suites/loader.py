@@ -196,7 +196,7 @@ def _pydantic_fix(err: Any) -> str:
         return "a parameter's type is int, float, str or list"
     if loc and loc[0] == "command":
         return 'command is a list of strings (argv, no shell), e.g. ["{build}/bin/bench", "--batch", "{batch}"]'
-    return "fix the value's type; see the suite file format in `orchestrator/suites/loader.py`"
+    return "fix the value's type; see the suite file format in docs/suites.md"
 
 
 # -- loading ------------------------------------------------------------------------------------------------------
