@@ -4,9 +4,15 @@
 # runs suites on CPU).
 # Usage: scripts/setup.sh [--system]   --system also installs the test bed's Debian packages
 # (openssh-server, postgresql, docker-compose, stress-ng, slurm-wlm, slurmdbd, munge, mariadb-server).
+# Each step prints one "setup: ..." line (on stderr) before it starts; the long pip installs show pip's own
+# progress (Collecting/Downloading/Installing lines), so a first run is never minutes of silence. A failed pip
+# install shows pip's error and is caught by the import check at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 want_system=${1:-}
+step() { echo "setup: $*" >&2; }
+# pip's output without its "Location" warnings and the one line per package that is already installed
+pip_filter() { grep --line-buffered -v -e '^WARNING: Location' -e '^Requirement already satisfied' || true; }
 need=()
 command -v python3 >/dev/null || need+=(python3 python3-venv)
 python3 -c 'import venv, ensurepip' 2>/dev/null || need+=(python3-venv)
@@ -27,7 +33,7 @@ if [ "$want_system" = "--system" ]; then
 fi
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    echo "setup: installing ${need[*]}" >&2
+    step "installing Debian packages: ${need[*]} (apt-get; a minute or more)..."
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
   else
@@ -36,13 +42,20 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
 fi
 if [ ! -x .venv/bin/python ]; then
+  step "creating .venv (a Python virtual environment for orch)..."
   python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | grep -v '^WARNING: Location' || true
+step "updating pip in .venv..."
+.venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | pip_filter || true
 # torch: the CPU build (2.13.0) for the local host and the test bed's simulated hosts.
-.venv/bin/python -c 'import torch' 2>/dev/null || \
-  .venv/bin/python -m pip install -q --disable-pip-version-check "torch==2.13.0" numpy 2>&1 | grep -v '^WARNING: Location' || true
-PYTHONWARNINGS=ignore .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[dev]' 2>&1 | grep -v '^WARNING: Location' || true
+if ! .venv/bin/python -c 'import torch' 2>/dev/null; then
+  step "installing torch 2.13.0 and numpy into .venv (a large download; a few minutes)..."
+  .venv/bin/python -m pip install --disable-pip-version-check "torch==2.13.0" numpy 2>&1 | pip_filter || true
+fi
+step "installing orch and its dev tools into .venv (pip install -e '.[dev]'; a few minutes the first time)..."
+PYTHONWARNINGS=ignore .venv/bin/python -m pip install --disable-pip-version-check -e '.[dev]' 2>&1 | pip_filter || true
 # transformers comes with .[dev]: the decode suite's model, imported by the agent under this python on the
 # local host and the test bed's hosts.
+step "checking the installation (import orchestrator, torch, asyncssh, transformers)..."
 .venv/bin/python -c 'import orchestrator, torch, asyncssh, transformers' >/dev/null
+step "done: .venv is ready"
