@@ -17,6 +17,7 @@ from orchestrator.cli import regress, render, runs_import, runs_plot
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.rundoc import run_document
+from orchestrator.store.models import RUN_STATUSES
 from orchestrator.store.records import RunFilter
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def list_runs(
     ctx: typer.Context,
     suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
     host: Annotated[str | None, typer.Option(help="Only runs that include this host.")] = None,
-    status: Annotated[str | None, typer.Option(help="completed, partial, failed, cancelled, running.")] = None,
+    status: Annotated[str | None, typer.Option(help=f"Only runs in this state: {', '.join(RUN_STATUSES)}.")] = None,
     label: Annotated[str | None, typer.Option(help="Only runs with this label.")] = None,
     since: Annotated[
         str | None,
@@ -85,6 +86,8 @@ def list_runs(
     json_out: JsonOpt = False,
 ) -> None:
     """Runs, newest first. Ids are shown in their short form (the last 8 hex digits), which every command takes."""
+    if status is not None and status not in RUN_STATUSES:
+        raise UsageError(f"--status {status!r} is not a run state", f"use one of: {', '.join(RUN_STATUSES)}")
     f = RunFilter(suite=suite, host=host, status=status, label=label, since=parse_since(since) if since else None)
     with _store(ctx) as store:
         page = store.list_runs(f, limit=limit)

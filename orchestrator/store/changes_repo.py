@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from orchestrator.analysis import changes
-from orchestrator.store import compute
+from orchestrator.store import compute, known
 from orchestrator.store.models import ChangePoint, Result
 from orchestrator.store.models import Run as RunRow
 from orchestrator.store.repo import Store, check_name
@@ -80,6 +80,8 @@ def history(
             .join(RunRow, RunRow.id == Result.run_id)
             .where(*conds, Result.run_id.in_(runs))
         ).all()
+        if all(r[-2] is None and r[-1] is None for r in rows):  # no run of the suite, or no result has metric
+            known.check_suite_metric(s, suite, metric, None if host is None else Result.host == host)
     vals: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     started: dict[str, datetime] = {}
     cases: dict[str, dict[str, Any]] = {}

@@ -43,7 +43,7 @@ from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verd
 from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
 from orchestrator.ingest import done_record
 from orchestrator.protocol import Event
-from orchestrator.store import compute
+from orchestrator.store import compute, known
 from orchestrator.store.models import (
     HOST_RUN_STATUSES,
     RUN_STATUSES,
@@ -727,6 +727,7 @@ class Store:
             else:
                 picked = {(row.run_id, row.host): row for row in s.connection().execute(q.limit(max_lines))}
             if not picked:
+                known.check_suite(s, suite)
                 return Series(suite=suite, metric=metric, unit=None, x=x, group_by=group_by, lines=[])
             axis = TYPED_AXES.get(x)
             xcol: Any = getattr(Result, axis) if axis else _json_num(Result.case_params, x)
@@ -768,6 +769,9 @@ class Store:
             for (rid, h), meta in picked.items()
             if points.get((rid, h))
         ]
+        if not lines:
+            with self._read() as s:
+                known.check_metric(s, suite, metric, picked_rows)
         return Series(suite=suite, metric=metric, unit=unit, x=x, group_by=group_by, lines=lines)
 
     def compare(self, base: str, head: str, *, metric: str | None = None) -> Comparison:

@@ -92,3 +92,20 @@ def test_db_that_is_not_an_sqlite_database(local: Orch, args: tuple[str, ...], w
     assert "reachable" not in local("--db", f"sqlite:///{target}", *args).stderr
     if what == "text file":
         assert target.read_text() == "hello\n"  # left as it was
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("runs", "list", "--status", "bogus"), "use one of: pending, running, completed, partial, failed, cancelled"),
+        (("runs", "changes", "--suite", "nosuch", "--metric", "val"), "no run of suite 'nosuch' is stored"),
+        (("runs", "changes", "--suite", "noop", "--metric", "val"), "metrics stored: time_ms"),
+    ],
+)
+def test_unknown_status_suite_or_metric_is_exit_2(local: Orch, args: tuple[str, ...], expected: str) -> None:
+    _usage(local(*args), expected)
+
+
+def test_known_suite_and_metric_still_scan(local: Orch) -> None:
+    report = local.json("runs", "changes", "--suite", "noop", "--metric", "time_ms")
+    assert (report["suite"], report["series"]) == ("noop", 1)
