@@ -298,11 +298,13 @@ class _Stored:
             return
         want = "ok" if ev.type == "result" else "error"
         if row is None or row.status != want:
-            have = f"a {row.status} row" if row is not None else "no row"
-            self.problems.append(f"{where} is a {ev.type}, the store holds {have} there")
+            have = f"an {row.status} row" if row is not None else "no row"
+            self.problems.append(f"{where} would be an {want} row, the store holds {have} there")
             return
         if row.case_index != ev.case_index:
             self.problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
+        elif (ev.case or {}) != row.case:
+            self.problems.append(f"{where}: case parameters {ev.case or {}} differ from the stored {row.case}")
         if ev.type == "result":
             raw = raw_ev.data.get("metrics")  # the agent's own figures; derived ones depend on the GPU spec
             for name, m in (raw.items() if isinstance(raw, dict) else ()):

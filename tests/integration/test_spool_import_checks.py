@@ -166,6 +166,13 @@ def test_a_done_line_that_is_not_stored_still_ends_the_run(store: Store, tmp_pat
          "line 4: metric wall_ms.value is 9.0, 2.0 stored"),  # fmt: skip
         (lambda ls: ls.__setitem__(0, ls[0].replace(b'"hostname": "l1"', b'"hostname": "other-node"')),
          "host fact hostname is 'other-node' in the spool, 'l1' stored for l1"),  # fmt: skip
+        (lambda ls: ls.__setitem__(6, _result(6, 2, case={**_case(2), "t": 30})),
+         "line 6: case parameters {'t': 30} differ from the stored {'t': 3}"),  # fmt: skip
+        (lambda ls: [ls.__setitem__(3, _line(3, "case_start", case_index=2, case=_case(2))),
+                     ls.__setitem__(4, _result(4, 2))],
+         "line 4 is for case 2, the stored row for case 1"),  # fmt: skip
+        (lambda ls: ls.__setitem__(4, _result(4, 0)),
+         "line 4 would be an error row, the store holds an ok row there"),  # fmt: skip
         (lambda ls: ls.__setitem__(4, _line(4, "log", level="info", message="hi")),
          "line 4 is a log line, the store holds a row of status ok there"),  # fmt: skip
     ],
