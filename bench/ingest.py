@@ -4,7 +4,8 @@
     .venv/bin/python bench/ingest.py --db sqlite --scale 0.2
 
 orch's path, as the runner's follow loop runs it: the spool's bytes in chunks as a transport reads them
-(``transport.lines.LineSplitter``), each line an event at its position (``ingest.line_event``: orjson, seq checked),
+(``transport.lines.LineSplitter``), each line an event at its position (``ingest.SpoolLines``: orjson, seq, field
+types and case order checked),
 the runner's enrichment (``runner.enrich_event``), ``Store.ingest`` in batches of ``runner.INGEST_BATCH_MAX``.
 
 The floor, measured in the same run on the same database and table: ``bytes.splitlines`` + ``json.loads`` of each
@@ -31,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from orchestrator.ingest import line_event  # noqa: E402
+from orchestrator.ingest import SpoolLines  # noqa: E402
 from orchestrator.runner import INGEST_BATCH_MAX, enrich_event  # noqa: E402
 from orchestrator.store import compute  # noqa: E402
 from orchestrator.store.repo import Store  # noqa: E402
@@ -60,11 +61,10 @@ def spool(line_bytes: int, rows: int) -> bytes:
 
 def orch_path(store: Store, run_id: str, data: bytes) -> int:
     """The runner's path from stream bytes to the store; returns result rows stored."""
-    splitter, batch, pos, stored = LineSplitter(), [], 0, 0
+    splitter, spool, batch, stored = LineSplitter(), SpoolLines(0), [], 0
     for off in range(0, len(data), STREAM_CHUNK_BYTES):
         for line in splitter.feed(data[off : off + STREAM_CHUNK_BYTES]):
-            batch.append(enrich_event("noop", line_event(line, pos), None))
-            pos += 1
+            batch.append(enrich_event("noop", spool.event(line), None))
             if len(batch) >= INGEST_BATCH_MAX:
                 stored += store.ingest(run_id, HOST, batch)
                 batch = []
