@@ -53,6 +53,7 @@ def test_helpers_look_up_the_alias_verbatim(pubs: dict[str, str], tmp_path: Path
     assert [e.line for e in kh.for_host(HOST, 22)] == [2]
     assert kh.key_types_for(HOST, 22, host_key_alias="gpu-key") == {"ssh-ed25519"}
     assert kh.key_types_for("nowhere.example", 22) == set()
+    assert kh.key_types_for("nowhere.example", 22, host_key_alias="gpu-key") == {"ssh-ed25519"}
     assert kh.has_cert_authority_for(HOST, 22, host_key_alias="gpu-key")
     assert not kh.has_cert_authority_for(HOST, 22)
 

@@ -121,7 +121,9 @@ def test_a_changed_key_needs_replace(keys: dict[str, hk.OfferedKey], tmp_path: P
     assert str(exc.value) == (
         f"gpu-a: the host key CHANGED (now {keys['new'].fingerprint}); known_hosts holds a different key"
     )
-    assert "rerun with --replace" in exc.value.hint
+    assert exc.value.hint == (
+        "if the host was reinstalled and you checked the new fingerprint on its console, rerun with --replace"
+    )
     assert kh.read_text() == old + other
 
     res = record(offer, confirmed_fingerprint=keys["new"].fingerprint, replace=True)
@@ -168,6 +170,33 @@ def test_replace_of_an_unknown_key_with_entries_consulted_removes_them(
     res = record(offer, confirmed_fingerprint=keys["new"].fingerprint, replace=True)
     assert (res.recorded, res.removed, res.backup) == (True, 0, None)
     assert kh.read_text() == portless + f"[{HOST}]:2222 {keys['new'].to_line()}\n"
+    kh.write_text(portless)
+    res = record(offer, confirmed_fingerprint=keys["new"].fingerprint)  # no --replace needed: not a changed key
+    assert (res.recorded, res.removed, res.backup) == (True, 0, None)
+    assert kh.read_text() == portless + f"[{HOST}]:2222 {keys['new'].to_line()}\n"
+
+
+def test_a_key_trusted_through_a_cert_authority_is_not_written(tmp_path: Path) -> None:
+    """A host certificate signed by a CA that known_hosts trusts: nothing to record, the file stays as it is."""
+    for name in ("ca", "hostkey"):
+        args = ["-q", "-N", "", "-t", "ed25519", "-f", str(tmp_path / name)]
+        subprocess.run([SSH_KEYGEN, *args], check=True, timeout=60)
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-s", str(tmp_path / "ca"), "-h", "-I", "gpu-a", "-n", HOST, tmp_path / "hostkey.pub"],
+        check=True,
+        timeout=60,
+    )
+    cert = hk.OfferedKey.from_line((tmp_path / "hostkey-cert.pub").read_text())
+    kh = tmp_path / "known_hosts"
+    text = f"@cert-authority *.example {(tmp_path / 'ca.pub').read_text().split()[0]} "
+    text += (tmp_path / "ca.pub").read_text().split()[1] + "\n"
+    kh.write_text(text)
+    offer = _offer(kh, cert)
+    assert offer.verdict.verdict == "cert-authority"
+    for replace_ in (False, True):
+        res = record(offer, confirmed_fingerprint=cert.fingerprint, replace=replace_)
+        assert res == TrustResult(False, "", 0, None, kh)
+    assert kh.read_text() == text
 
 
 def test_offer_to_dict(keys: dict[str, hk.OfferedKey], tmp_path: Path) -> None:
