@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 ROOF_SUITE = "hbm-bandwidth"
@@ -17,6 +19,34 @@ ROOF_METRIC = "gbps"
 # Suites whose ``gbps`` is memory traffic and therefore comparable with the copy roof. Collective suites
 # report bus bandwidth under similar names and must not be compared with HBM.
 ROOF_COMPARABLE_SUITES = frozenset({"moe-sweep"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class MeasuredRoof:
+    """A host's copy roof as used at query time: ``gbps`` (GB/s, the best median of its latest hbm-bandwidth run
+    with results), that run's id and start time. The roof is looked up when a result is read, so a roof measured
+    after a sweep still applies to it."""
+
+    gbps: float
+    run_id: str
+    measured_at: datetime | None
+
+
+def above_roof_note(pct: float | None, metrics: Mapping[str, Any]) -> str | None:
+    """Why a "% of roof" above 100 is not a kernel beating the memory: None at or below 100.
+
+    Above 100 the bytes did not all come from HBM: a small layer's weights (``weight_bytes``, B) stay resident in
+    the GPU's L2 cache between timed calls (tens of MB on H100/H200/B200), so the figure is cache bandwidth. (Also,
+    ``gbps`` counts bytes read while the copy roof counts bytes read plus written, so a read-only stream can
+    exceed the copy roof by a few percent.)"""
+    if pct is None or not math.isfinite(pct) or pct <= 100.0:
+        return None
+    wb = metric_center(metrics.get("weight_bytes"))
+    size = f" ({wb / 1e6:.1f} MB of weights)" if wb else ""
+    return (
+        f"{pct:.0f}% of the copy roof: a cache-resident working set{size}: the weights stay in the GPU's cache "
+        "between calls, so this measures cache, not HBM, bandwidth"
+    )
 
 
 def metric_center(metric: Mapping[str, Any] | None) -> float | None:

@@ -91,6 +91,8 @@ class HostRunOut(_Out):
     started_at: datetime | None
     finished_at: datetime | None
     measured_roof_gbps: float | None = Field(description="latest hbm-bandwidth copy roof of this host, GB/s")
+    roof_run_id: str | None = Field(default=None, description="the hbm-bandwidth run that measured that roof")
+    roof_measured_at: datetime | None = Field(default=None, description="when that hbm-bandwidth run started")
 
 
 class RunDetailOut(RunSummaryOut):
@@ -123,7 +125,16 @@ class ResultOut(_Out):
     metrics: dict[str, MetricOut]
     info: dict[str, Any] | None
     error: str | None
-    pct_of_measured_roof: float | None = Field(description="gbps / the host's measured copy roof, percent")
+    pct_of_measured_roof: float | None = Field(
+        description="gbps / the host's measured copy roof, percent: the host's latest hbm-bandwidth run at query "
+        "time (roof_run_id), which may be later than this result"
+    )
+    roof_note: str | None = Field(
+        default=None,
+        description="above 100% of the roof, why: a cache-resident working set (the weights stay in the GPU's "
+        "cache), e.g. '396% of the copy roof: a cache-resident working set (2.1 MB of weights): ...'",
+    )
+    roof_run_id: str | None = Field(default=None, description="the hbm-bandwidth run whose roof was used")
     warnings: list[str] = Field(
         default_factory=list, description="why the result is suspect, e.g. '5 of 1000 requests failed (0.5%)'"
     )

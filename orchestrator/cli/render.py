@@ -514,7 +514,27 @@ def percent_reasons(host: str, host_run: Any, rows: list[Any]) -> list[str]:
             f"% of roof is - : no hbm-bandwidth run on {host} yet; measure its copy roof with: "
             f"orch run hbm-bandwidth --hosts {host}"
         )
+    elif host_run is not None and getattr(host_run, "roof_run_id", None):
+        at = host_run.roof_measured_at
+        when = f" of {at:%Y-%m-%d %H:%M} UTC" if at else ""
+        notes.append(
+            f"% of roof = gbps / {_fmt(host_run.measured_roof_gbps)} GB/s, the copy roof of hbm-bandwidth run "
+            f"{short_run_id(host_run.roof_run_id)}{when}: {host}'s latest at the time you read this, which may have "
+            "been measured after this run"
+        )
+    above = [r for r in ok if getattr(r, "roof_note", None)]
+    if above:
+        cases = ", ".join(f"M={r.m}" if r.m is not None else _case_text(r.case, ("seed",)) for r in above)
+        notes.append(
+            f"% of roof above 100 (marked cache) at {cases}: a cache-resident working set — the layer's weights stay "
+            "in the GPU's cache between calls, so these measure cache, not HBM, bandwidth (docs/metrics.md)"
+        )
     return notes
+
+
+def _roof_cell(r: Any) -> str:
+    """A result's "% of roof", marked ``cache`` above 100 (``roof_note``: a cache-resident working set)."""
+    return _fmt(r.pct_of_measured_roof) + (" [yellow]cache[/yellow]" if getattr(r, "roof_note", None) else "")
 
 
 def _moe_table(title: str, rows: list[Any]) -> Any:
@@ -534,7 +554,7 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
         cells = []
         for _, name in _MOE_COLUMNS:
             if name == "pct_of_measured_roof":
-                cells.append(_fmt(r.pct_of_measured_roof))
+                cells.append(_roof_cell(r))
             elif name == "time_ms":
                 cells.append(_with_spread(r.metrics.get(name) or {}))
             else:
@@ -605,7 +625,7 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
         t.add_column("references", overflow="fold")
     for r in rows:
         case = safe(_case_text({k: r.case.get(k) for k in varying}))
-        extra = ([_fmt(r.pct_of_measured_roof)] if with_roof else []) + ([_references_cell(r)] if with_refs else [])
+        extra = ([_roof_cell(r)] if with_roof else []) + ([_references_cell(r)] if with_refs else [])
         if r.status != "ok":
             first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
             t.add_row(case, f"[red]{safe(first[0])}[/red]", *["-"] * (len(names) + len(extra)))

@@ -63,6 +63,8 @@ class HostRunRecord:
     started_at: datetime | None
     finished_at: datetime | None
     measured_roof_gbps: float | None = None
+    roof_run_id: str | None = None  # the hbm-bandwidth run that measured measured_roof_gbps
+    roof_measured_at: datetime | None = None  # when that run started
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +104,8 @@ class ResultRecord:
     info: dict[str, Any] | None
     error: str | None
     pct_of_measured_roof: float | None = None
+    roof_note: str | None = None  # above 100% of the roof: why (analysis.roof.above_roof_note)
+    roof_run_id: str | None = None  # the hbm-bandwidth run whose roof pct_of_measured_roof used (at query time)
 
     @property
     def warnings(self) -> list[str]:

@@ -664,7 +664,10 @@ class Store:
             metrics = r.metrics or {}
             if samples and r.samples:
                 metrics = {k: {**v, "samples": r.samples[k]} if k in r.samples else v for k, v in metrics.items()}
-            pct = roof.pct_of_measured_roof(roof.metric_center(metrics.get(roof.ROOF_METRIC)), roofs.get(r.host))
+            host_roof = roofs.get(r.host)
+            pct = roof.pct_of_measured_roof(
+                roof.metric_center(metrics.get(roof.ROOF_METRIC)), host_roof.gbps if host_roof else None
+            )
             items.append(
                 ResultRecord(
                     run_id=run_id,
@@ -681,6 +684,8 @@ class Store:
                     info=r.info,
                     error=r.error,
                     pct_of_measured_roof=pct,
+                    roof_note=roof.above_roof_note(pct, metrics),
+                    roof_run_id=host_roof.run_id if host_roof and pct is not None else None,
                 )
             )
         return Page(items=items, total=total, limit=limit, offset=offset)
@@ -890,8 +895,8 @@ class Store:
             )
         return hr
 
-    def _roofs(self, s: Session, hosts: Sequence[str]) -> dict[str, float]:
-        """Each host's measured copy roof (GB/s) from its latest hbm-bandwidth run that has one."""
+    def _roofs(self, s: Session, hosts: Sequence[str]) -> dict[str, roof.MeasuredRoof]:
+        """Each host's measured copy roof (GB/s) from its latest hbm-bandwidth run that has one, with that run."""
         if not hosts:
             return {}
         g = func.coalesce(
@@ -899,13 +904,15 @@ class Store:
             _json_num(Result.metrics, roof.ROOF_METRIC, "value"),
         )
         latest: dict[str, str] = {}
-        for rid, host in s.execute(
-            select(HostRun.run_id, HostRun.host)
+        started: dict[str, datetime | None] = {}
+        for rid, host, at in s.execute(
+            select(HostRun.run_id, HostRun.host, RunRow.started_at)
             .join(RunRow, RunRow.id == HostRun.run_id)
             .where(RunRow.suite == roof.ROOF_SUITE, HostRun.host.in_(list(hosts)), HostRun.results > 0)
             .order_by(RunRow.started_at.desc(), RunRow.id.desc())
         ):
-            latest.setdefault(host, rid)
+            if host not in latest:
+                latest[host], started[rid] = rid, at
         if not latest:
             return {}
         pairs = [and_(Result.run_id == rid, Result.host == host) for host, rid in latest.items()]
@@ -913,7 +920,11 @@ class Store:
         for host, gbps in s.execute(select(Result.host, g).where(or_(*pairs), Result.status == "ok", g.is_not(None))):
             figures[host].append(float(gbps))
         out = {h: roof.measured_roof_gbps(v) for h, v in figures.items()}
-        return {h: v for h, v in out.items() if v is not None}
+        return {
+            h: roof.MeasuredRoof(gbps=v, run_id=latest[h], measured_at=started.get(latest[h]))
+            for h, v in out.items()
+            if v is not None
+        }
 
 
 def _result_row(
@@ -1012,7 +1023,7 @@ def _summary(run: RunRow, hosts: list[tuple[str, int, int]]) -> RunSummary:
     )
 
 
-def _host_run_record(h: HostRun, roof_gbps: float | None) -> HostRunRecord:
+def _host_run_record(h: HostRun, measured: roof.MeasuredRoof | None) -> HostRunRecord:
     return HostRunRecord(
         host=h.host,
         status=h.status,
@@ -1029,7 +1040,9 @@ def _host_run_record(h: HostRun, roof_gbps: float | None) -> HostRunRecord:
         info=h.info or {},
         started_at=h.started_at,
         finished_at=h.finished_at,
-        measured_roof_gbps=roof_gbps,
+        measured_roof_gbps=measured.gbps if measured else None,
+        roof_run_id=measured.run_id if measured else None,
+        roof_measured_at=measured.measured_at if measured else None,
     )
 
 
