@@ -581,8 +581,9 @@ def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
 
 
 def noisy_cases(rows: list[Any]) -> list[str]:
-    """``M=1 time_ms 35227%``: each ok result's metrics whose p10–p90 spread is wider than ``WIDE_SPREAD`` of the
-    median (``analysis.compare.is_wide``), with the relative spread in percent."""
+    """``M=1 time_ms 35227%``: per ok result, its first metric whose p10–p90 spread is wider than ``WIDE_SPREAD``
+    of the median (``analysis.compare.is_wide``), with the relative spread in percent (metrics derived from it,
+    such as gbps from time_ms, scatter with it and are not repeated)."""
     out = []
     for r in rows:
         if r.status != "ok":
@@ -595,6 +596,7 @@ def noisy_cases(rows: list[Any]) -> list[str]:
                     m_value = getattr(r, "m", None)
                     case = f"M={m_value}" if m_value is not None else _case_text(r.case, ("seed",))
                     out.append(f"{case} {name} {spread * 100:.0f}%")
+                    break
     return out
 
 

@@ -31,12 +31,22 @@ def calibration_table(out: Any) -> None:
     skipped = getattr(out, "skipped", None) or {}
     if skipped:
         why = "; ".join(f"{safe(m)} ({safe(k)})" for m, k in sorted(skipped.items()))
-        c.print(f"not calibrated (they do not vary by design): {why}", soft_wrap=True)
+        c.print(
+            "not calibrated (no raw samples of their own: figures derived from the case or from a timed metric, "
+            f"such as bytes, FLOPs and rates; or constant): {why}",
+            soft_wrap=True,
+        )
     wide = getattr(out, "too_wide", None) or []
     if wide:
         from orchestrator.regress import WIDE_BAND
 
-        names = [f"{safe(r.host)} {safe(_case_text(r.case, ('seed',)))} {safe(r.metric)}" for r in wide]
+        keys = {k for r in out.calibrations for k in r.case}
+        varying = [k for k in sorted(keys) if len({repr(r.case.get(k)) for r in out.calibrations}) > 1]
+        names = [
+            f"{safe(r.host)} {safe(_case_text({k: r.case.get(k) for k in varying} if varying else r.case, ('seed',)))}"
+            f" {safe(r.metric)}"
+            for r in wide
+        ]
         shown = ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
         c.print(
             f"[yellow]warning:[/yellow] {len(wide)} band(s) wider than {WIDE_BAND:.0%}, too wide to call a change: "
