@@ -88,8 +88,9 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
 
     With ``fields`` None the header is the first line whose every column is a field name (``name, uuid,
     memory.total [MiB], ...``: lower case, dots, a ``[unit]``); otherwise the text has no header and ``fields``
-    names the columns. A row is a line with as many columns as the header; every other non-empty line (before or
-    after the header, a warning nvidia-smi printed on stdout, a cut row) is kept in ``other_lines``. Values such
+    names the columns. A row is a line with as many columns as the header and at least one value; every other
+    non-empty line (before or after the header, a warning nvidia-smi printed on stdout, a cut row, ``,,,``) is
+    kept in ``other_lines``. Values such
     as ``[N/A]`` and ``[Not Supported]`` become None; memory in MiB, clocks in MHz, as nvidia-smi prints them.
     """
     header: list[str] | None = [_ALIASES.get(f, f) for f in fields] if fields is not None else None
@@ -107,7 +108,7 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
             else:
                 other.append(line)
             continue
-        if len(cells) != len(header):
+        if len(cells) != len(header) or all(_na(c) is None for c in cells):  # ",,," or "[N/A], [N/A]" is no GPU
             other.append(line)
             continue
         d = dict(zip(header, cells, strict=True))

@@ -12,7 +12,7 @@ import typer
 from orchestrator.cli import render
 from orchestrator.cli.argcheck import refuse_undecodable
 from orchestrator.cli.context import AppContext
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, UsageError
 from orchestrator.settings import Settings
 
 app = typer.Typer(
@@ -38,7 +38,10 @@ DB_HELP = "Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."
 EXIT_CODES_HELP = "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted."
 
 
-@app.callback(epilog=f"--db and --inventory may also follow the subcommand. {EXIT_CODES_HELP}")
+@app.callback(
+    epilog="--db and --inventory may also follow the subcommand; given more than once (before and after it, or "
+    f"twice), the last one counts. {EXIT_CODES_HELP}"
+)
 def root(
     ctx: typer.Context,
     inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help=INVENTORY_HELP)] = None,
@@ -58,12 +61,14 @@ def root(
 
 
 GLOBAL_VALUE_OPTIONS = frozenset({"--db", "--inventory", "-i"})
+_EXAMPLES = {"--db": "sqlite:///./orch.db", "--inventory": "inventory.yaml", "-i": "inventory.yaml"}
 
 
 def hoist_global_options(argv: list[str], root: Any) -> list[str]:
     """``argv`` with the global options (``--db``, ``--inventory``/``-i``, with their values) that stand after the
     subcommand moved in front of it, so that ``orch run moe-sweep --hosts b300 --db URL`` means what
-    ``orch --db URL run moe-sweep --hosts b300`` means.
+    ``orch --db URL run moe-sweep --hosts b300`` means. They go after the ones given before the subcommand, so
+    the last one counts. Raises UsageError for one without its value.
 
     ``root`` is the click command tree of the app (``typer.main.get_command``). The walk follows it: a token that
     is the value of a subcommand's own option (``--label --db``) is never taken for a global option, nor is
@@ -72,6 +77,7 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
     rest: list[str] = []
     cmd = root
     in_sub = False
+    first_sub = 0
     i = 0
     while i < len(argv):
         tok = argv[i]
@@ -79,7 +85,9 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
             rest.extend(argv[i:])
             break
         name, eq, value = tok.partition("=")
-        if in_sub and name in GLOBAL_VALUE_OPTIONS and _option(cmd, name) is None and (eq or i + 1 < len(argv)):
+        if in_sub and name in GLOBAL_VALUE_OPTIONS and _option(cmd, name) is None:
+            if not eq and i + 1 == len(argv):
+                raise UsageError(f"{name} needs a value", f"e.g. {name} {_EXAMPLES[name]}")
             front += [name, value] if eq else [tok, argv[i + 1]]
             i += 1 if eq else 2
             continue
@@ -93,8 +101,11 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
             continue
         sub = (getattr(cmd, "commands", None) or {}).get(tok)
         if sub is not None:
+            if not in_sub:
+                first_sub = len(rest) - 1
             cmd, in_sub = sub, True
-    return front + rest
+    # After the root's own options, so that click's "the last value counts" makes a later --db win.
+    return rest[:first_sub] + front + rest[first_sub:]
 
 
 def _option(cmd: Any, name: str) -> Any:

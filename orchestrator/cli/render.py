@@ -933,8 +933,11 @@ def import_outcome(o: Any) -> None:
 
 def run_logs(run_id: str, hosts: list[Any]) -> None:
     """``orch runs logs``: per host, case and timed run, a header line (stream, bytes, sha256) and the text as
-    the tool wrote it; a host that could not answer gets a red line."""
+    the tool wrote it; a host that could not answer gets a red line. On a terminal, control characters (the
+    host's ANSI/OSC escapes, bidi overrides) are shown as escapes (:func:`visible`); a pipe or file gets the text
+    byte for byte."""
     out = sys.stdout
+    shown = (lambda t: visible(t, lines=True)) if out.isatty() else (lambda t: t)
     for h in hosts:
         if h.error:
             hint = f" ({escape(h.hint)})" if h.hint else ""
@@ -947,10 +950,10 @@ def run_logs(run_id: str, hosts: list[Any]) -> None:
                     if not isinstance(f, dict):
                         continue
                     out.write(
-                        f"==> {h.host} case {c.get('case_index')} run {r.get('run')} {stream} "
-                        f"({f.get('bytes')} bytes, sha256 {f.get('sha256')}) <==\n"
+                        shown(f"==> {h.host} case {c.get('case_index')} run {r.get('run')} {stream} ")
+                        + f"({f.get('bytes')} bytes, sha256 {f.get('sha256')}) <==\n"
                     )
-                    text = str(f.get("text", ""))
+                    text = shown(str(f.get("text", "")))
                     out.write(text if text.endswith("\n") or not text else text + "\n")
     out.flush()
 

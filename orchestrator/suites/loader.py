@@ -64,10 +64,23 @@ from orchestrator.suites.command import (
     parse_bound,
     placeholders,
 )
-from orchestrator.suites.registry import RUN_PARAMS, Param, ParamType, ParamValue, Plot, Preset, Registry, SuiteDef
+from orchestrator.suites.registry import (
+    MAX_REPEAT,
+    RUN_PARAMS,
+    Param,
+    ParamType,
+    ParamValue,
+    Plot,
+    Preset,
+    Registry,
+    SuiteDef,
+)
 from orchestrator.suites.registry import builtin_registry as _builtin_registry
 from orchestrator.suites.registry import run_params as _run_params
 
+#: Longest a suite's command may run per case: one week. Longer is a typo (.inf, a value in ms), and a
+#: deadline that never comes would leave a hung command holding its GPUs for ever.
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # the store's rule for metric and parameter names
 SUITE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 RESERVED = frozenset({*RUN_PARAMS, *CASE_COMMAND_KEYS, *BUILTIN_PLACEHOLDERS})
@@ -136,9 +149,9 @@ class SuiteFile(BaseModel):
     params: dict[str, ParamSpec] = Field(default_factory=dict)
     grid: dict[str, Any] | None = None
     sweep: str | None = None
-    timeout_s: float = Field(default=600.0, gt=0)
-    repeat: int = Field(default=1, ge=1)
-    warmup: int = Field(default=0, ge=0)
+    timeout_s: float = Field(default=600.0, gt=0, le=MAX_TIMEOUT_S)
+    repeat: int = Field(default=1, ge=1, le=MAX_REPEAT)
+    warmup: int = Field(default=0, ge=0, le=MAX_REPEAT)
     env: dict[str, str | EnvSpec] = Field(default_factory=dict)
     parser: ParserSpec
     metrics: dict[str, MetricSpec | None] = Field(default_factory=dict)
@@ -335,6 +348,8 @@ def _param(spec: SuiteFile, name: str, ps: ParamSpec, w: _Where) -> Param:
         raise w.error(loc, f"{name!r} is not a parameter name", "letters, digits and '_', not starting with a digit")
     if name in RESERVED:
         raise w.error(loc, f"{name!r} is reserved", f"reserved names: {', '.join(sorted(RESERVED))}")
+    if ps.min is not None and ps.max is not None and ps.min > ps.max:
+        raise w.error((*loc, "max"), f"min {ps.min:g} is greater than max {ps.max:g}", "swap them, or drop one")
     if ps.choices is not None and ps.type != "str":
         raise w.error((*loc, "choices"), "choices are for str parameters", "use min/max for numbers")
     typ = _TYPES[ps.type]

@@ -208,11 +208,17 @@ Check = Callable[[Mapping[str, ParamValue]], "str | None"]
 """A cross-parameter check: returns an error message (naming the keys) or None."""
 
 
+#: Most timed samples (and untimed warm-up calls) per case: 500x the default of 20. Every sample is stored with
+#: the result, and past a few thousand the median's confidence interval no longer narrows usefully; a typo such
+#: as repeat: 100000000000 would otherwise run for ever.
+MAX_REPEAT = 10_000
+
+
 def run_params(*, repeat: int = 20, warmup: int = 5) -> tuple[Param, ...]:
-    """The run-scope parameters every suite has: repeat, warmup, device, seed."""
+    """The run-scope parameters every suite has: repeat (1..MAX_REPEAT), warmup (0..MAX_REPEAT), device, seed."""
     return (
-        Param("repeat", "int", repeat, "timed samples per case (also --repeat)", min=1, scope="run"),
-        Param("warmup", "int", warmup, "untimed calls before timing each case", min=0, scope="run"),
+        Param("repeat", "int", repeat, "timed samples per case (also --repeat)", min=1, max=MAX_REPEAT, scope="run"),
+        Param("warmup", "int", warmup, "untimed calls before timing each case", min=0, max=MAX_REPEAT, scope="run"),
         Param("device", "str", "auto", "auto = cuda when the host has it, else cpu", DEVICES, scope="run"),
         Param("seed", "int", 0, "random seed for weights, inputs and routing", min=0, scope="run"),
     )

@@ -109,3 +109,19 @@ def test_unknown_status_suite_or_metric_is_exit_2(local: Orch, args: tuple[str, 
 def test_known_suite_and_metric_still_scan(local: Orch) -> None:
     report = local.json("runs", "changes", "--suite", "noop", "--metric", "time_ms")
     assert (report["suite"], report["series"]) == ("noop", 1)
+
+
+def test_db_before_and_after_the_subcommand_the_later_wins(local: Orch) -> None:
+    other = local.cwd / "other.db"
+    assert local("--db", f"sqlite:///{other}", "run", "noop", "--hosts", "l1").returncode == 0
+    before, after = f"sqlite:///{local.cwd / 'orch.db'}", f"sqlite:///{other}"
+    runs = local.json("--db", before, "runs", "list", "--db", after)["items"]
+    runs_other = local.json("--db", after, "runs", "list", "--db", before)["items"]
+    assert len(runs) == 1 and len(runs_other) == 1 and runs[0]["id"] != runs_other[0]["id"]
+    assert runs[0]["id"] == local.json("--db", after, "runs", "list")["items"][0]["id"]
+    assert "the last one counts" in local("--help").stdout
+
+
+@pytest.mark.parametrize("option", ["--db", "--inventory", "-i"])
+def test_global_option_without_its_value_after_the_subcommand(local: Orch, option: str) -> None:
+    _usage(local("runs", "list", option), f"{option} needs a value")

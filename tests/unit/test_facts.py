@@ -231,3 +231,14 @@ def test_disk_check_thresholds(free: int, status: str) -> None:
 
 def test_disk_check_unknown() -> None:
     assert disk_check({}).status == "warn"
+
+
+@pytest.mark.parametrize("row", [",,,,", " , , , , ", "[N/A], [N/A], [N/A], [Not Supported], [N/A]"])
+def test_a_row_without_any_value_is_no_gpu(row: str) -> None:
+    """Regression (found by a tester): a fake nvidia-smi printing ``,,,`` was counted as one GPU."""
+    real = "NVIDIA H200, GPU-1, 570.1, 143771 MiB, 3201 MHz"
+    table = parse_nvidia_smi(f"{row}\n{real}\n{row}\n", fields=ISSUE_FIELDS)
+    assert [g.name for g in table.gpus] == ["NVIDIA H200"] and table.gpus[0].index == 0
+    assert table.other_lines == [row.strip(), row.strip()]
+    reading = read_nvidia_smi(_facts(f"{', '.join(ISSUE_FIELDS)}\n{row}\n"))
+    assert reading.gpus == [] and reading.warnings == [row.strip()]
