@@ -50,7 +50,12 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
             f"--since {text!r} is neither an age nor an ISO 8601 time",
             "e.g. --since 6h, --since 2d, --since 2026-11-30 or --since 2026-11-30T08:00",
         ) from None
-    return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    try:
+        return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59-01:00 is after the last datetime in UTC
+        raise UsageError(
+            f"--since {text!r} is outside the years 1 to 9999 in UTC", "e.g. --since 2026-11-30T08:00+01:00"
+        ) from None
 
 
 SHOW_MAX_RESULTS = 100_000
