@@ -21,6 +21,7 @@ from typing import Any
 from orchestrator.linecheck import field_problem
 from orchestrator.protocol import Event, case_fields, error_event, oversize_event, parse_line
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
+from orchestrator.wording import counted
 
 
 def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES, shift: int = 0) -> Event:
@@ -167,7 +168,7 @@ def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int) -
     if problems:
         return HostVerdict("failed", "; ".join(problems) + " (the store does not hold what the agent wrote)")
     if done.get("status") == "failed" or (results == 0 and errors > 0):
-        return HostVerdict("failed", f"{errors} case(s) failed" if errors else "the agent reported failure")
+        return HostVerdict("failed", f"{counted(errors, 'case')} failed" if errors else "the agent reported failure")
     if errors:
-        return HostVerdict("partial", f"{errors} case(s) failed")
+        return HostVerdict("partial", f"{counted(errors, 'case')} failed")
     return HostVerdict("completed")

@@ -96,6 +96,16 @@ def _source_spec(run: RunDetail, results: list[ResultRecord]) -> gpus.GpuSpec:
     if spec is None:  # the runner's own match, stored with each result
         key = (results[0].info or {}).get("gpu_spec")
         spec = next((s for s in gpus.CATALOG if s.key == key), None)
+    if spec is None and not name:  # no GPU among the host's facts and no catalog match on any result
+        from orchestrator.store.compute import short_run_id
+
+        short, host = short_run_id(run.id), run.host_runs[0].host
+        raise ProjectionError(
+            f"run {short} has no GPU: it ran on {host}, a CPU host (its facts list no GPU), so there is no GPU "
+            "to project from",
+            f"project from a run on a GPU host (`orch runs list --host HOST`); {host}'s results are in "
+            f"`orch runs show {short}`",
+        )
     if spec is None:
         raise ProjectionError(
             f"run {run.id}: the GPU {name!r} is not in orch's catalog", "project from a run on a known GPU"
@@ -179,9 +189,10 @@ def run_projection(store: Store, req: ProjectRequest) -> ProjectOutcome:
     if req.allreduce_mode not in ("graph", "eager"):
         raise ProjectionError(f"--allreduce {req.allreduce_mode!r}", "--allreduce takes graph or eager")
     run, results = _run(store, req.run, "--run", MOE_SUITES)
+    src_spec = _source_spec(run, results)  # first: a CPU run has no GPU to project from, whatever its results
     points, shape = _points(run.id, results)
     dtype = str(shape["dtype"])
-    src_spec, tgt_spec = _source_spec(run, results), target_spec(req.to)
+    tgt_spec = target_spec(req.to)
     if req.roof == "datasheet":
         src_bw, src_bw_source = src_spec.mem_bw_gbps, f"datasheet ({src_spec.source})"
         tgt_bw, tgt_bw_source = tgt_spec.mem_bw_gbps, f"datasheet ({tgt_spec.source})"

@@ -48,19 +48,41 @@ async def _host_logs(host: Host, run_id: str, case: int | None, timeout_s: float
         try:
             doc = res.json_object()
         except ValueError as why:
-            return HostLogs(host.name, error=str(why), hint="the host keeps outputs only for command suites")
+            return HostLogs(host.name, error=str(why), hint=KEEPS_OUTPUTS)
         cases = doc.get("cases")
         return HostLogs(host.name, cases=cases if isinstance(cases, list) else [])
     finally:
         await t.close()
 
 
+KEEPS_OUTPUTS = "the host keeps outputs only for command suites (YAML suites with a `command:`)"
+
+
+def check_keeps_outputs(run_id: str, suite: str) -> None:
+    """Raise UsageError when ``suite`` is a built-in suite that runs no command (moe-sweep, hbm, decode...):
+    its hosts keep no outputs, so there is nothing to fetch. A suite orch does not know here (a YAML suite
+    whose file is not loaded) is asked for: only its hosts know."""
+    from orchestrator.store.compute import short_run_id
+    from orchestrator.suites.registry import builtin_registry
+
+    reg = builtin_registry()
+    if suite in reg.names() and reg.get(suite).command is None:
+        short = short_run_id(run_id)
+        raise UsageError(
+            f"run {short} ran the built-in suite {suite!r}, which runs no command: {KEEPS_OUTPUTS}",
+            f"its results are in `orch runs show {short}` (`--json` for every field)",
+        )
+
+
 async def fetch_logs(
     inventory: Inventory, run_id: str, run_hosts: list[str], *, host: str | None = None, case: int | None = None,
-    timeout_s: float = 10.0,
+    timeout_s: float = 10.0, suite: str | None = None,
 ) -> list[HostLogs]:  # fmt: skip
-    """The kept outputs of run ``run_id`` (whose hosts are ``run_hosts``), from ``host`` or every host, for
-    ``case`` (its index in the run) or every case. Raises UsageError for a host that is not in the run."""
+    """The kept outputs of run ``run_id`` (whose hosts are ``run_hosts``, its suite ``suite``), from ``host`` or
+    every host, for ``case`` (its index in the run) or every case. Raises UsageError for a host that is not in
+    the run, or a suite that keeps no outputs (``check_keeps_outputs``), before connecting to any host."""
+    if suite is not None:
+        check_keeps_outputs(run_id, suite)
     names = run_hosts
     if host is not None:
         if host not in run_hosts:

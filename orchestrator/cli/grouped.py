@@ -15,6 +15,7 @@ from typing import Any
 from orchestrator.cli.render import console, safe
 from orchestrator.hostgroups import fold, generalize, group_by
 from orchestrator.store.compute import short_run_id
+from orchestrator.wording import counted
 
 FEW_HOSTS = 10
 """Up to this many hosts, commands print their per-host table (as with ``--all``)."""
@@ -189,7 +190,7 @@ def run_summary(outcome: Any) -> None:
         members = set(g.hosts)
         results = sum(h.results for h in outcome.hosts if h.host in members)
         label = style.get(status, "fail")
-        _finding(label, f"{status} ({results} results)", g.hosts, error, hint or None)
+        _finding(label, f"{status} ({counted(results, 'result')})", g.hosts, error, hint or None)
     dirs = group_by((h.host, generalize(h.state_dir, host=h.host)) for h in outcome.hosts if h.state_dir)
     for d in dirs:
         c.print(f"run state on {_hosts(d.count)} ({safe(fold(d.hosts))}): {safe(d.key)}", soft_wrap=True)
@@ -197,7 +198,7 @@ def run_summary(outcome: Any) -> None:
     c.print(
         f"run [bold]{short_run_id(outcome.run_id)}[/bold] {safe(outcome.suite)}: "
         f"[{colour}]{outcome.status}[/{colour}] — "
-        f"{sum(h.results for h in outcome.hosts)} results from {_hosts(len(outcome.hosts))}; "
+        f"{counted(sum(h.results for h in outcome.hosts), 'result')} from {_hosts(len(outcome.hosts))}; "
         f"details: orch runs show {short_run_id(outcome.run_id)}",
         soft_wrap=True,
     )

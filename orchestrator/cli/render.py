@@ -15,6 +15,7 @@ from rich.markup import escape
 from orchestrator.analysis.compare import is_wide, relative_spread
 from orchestrator.errors import OrchError
 from orchestrator.store.compute import short_run_id
+from orchestrator.wording import counted
 
 
 def _width(stream: Any) -> int | None:
@@ -150,9 +151,9 @@ def fleet_table(view: Any, *, only_differences: bool = False) -> None:
     for g in view.groups:
         flagged = {d.field: d for d in g.differences}
         if only_differences and not flagged and not g.unreachable:
-            c.print(f"fleet {escape(g.group)}: {len(g.hosts)} host(s) alike in every field")
+            c.print(f"fleet {escape(g.group)}: {counted(len(g.hosts), 'host')} alike in every field")
             continue
-        table = Table(title=f"fleet {escape(g.group)} ({len(g.hosts)} host(s))")
+        table = Table(title=f"fleet {escape(g.group)} ({counted(len(g.hosts), 'host')})")
         table.add_column("field")
         table.add_column("majority")
         table.add_column("differs")
@@ -683,13 +684,14 @@ def comparison_table(cmp: Any) -> None:
     c.print(t)
     gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
     c.print(
-        f"geometric mean head/base: [bold]{gm}[/bold] over {len(cmp.cases)} cases: {verdict_summary(cmp.verdicts)} "
+        f"geometric mean head/base: [bold]{gm}[/bold] over {counted(len(cmp.cases), 'case')}: "
+        f"{verdict_summary(cmp.verdicts)} "
         f"(paired on {cmp.paired_on}); "
         f"only in base: {cmp.only_base}, only in head: {cmp.only_head}",
         soft_wrap=True,
     )
     if getattr(cmp, "wide_cases", 0):
-        c.print(f"[yellow]{cmp.wide_cases} case(s) marked noisy:[/yellow] {NOISY_NOTE}", soft_wrap=True)
+        c.print(f"[yellow]{counted(cmp.wide_cases, 'case')} marked noisy:[/yellow] {NOISY_NOTE}", soft_wrap=True)
     if getattr(cmp, "noise_floor", None):
         c.print(noise_floor_line(cmp), soft_wrap=True)
     for x in cmp.cases:
@@ -798,7 +800,7 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
     c.print(
         f"run [bold]{short_run_id(outcome.run_id)}[/bold] {safe(outcome.suite)}: "
         f"[{colour}]{outcome.status}[/{colour}] — "
-        f"{sum(h.results for h in outcome.hosts)} results from {len(outcome.hosts)} host(s); "
+        f"{counted(sum(h.results for h in outcome.hosts), 'result')} from {counted(len(outcome.hosts), 'host')}; "
         f"details: orch runs show {short_run_id(outcome.run_id)}"
     )
 
@@ -853,13 +855,13 @@ def runs_to_remove(runs: list[Any]) -> None:
         results = sum(h.results for h in r.host_runs)
         c.print(
             f"run {short_run_id(r.id)} {safe(r.suite)} {r.status} label {safe(r.label or '-')}: "
-            f"{results} results on {len(r.host_runs)} host(s), started {_when(r.started_at)} UTC",
+            f"{counted(results, 'result')} on {counted(len(r.host_runs), 'host')}, started {_when(r.started_at)} UTC",
             soft_wrap=True,
         )
 
 
 def removed(runs: list[Any]) -> None:
-    console().print(f"deleted {len(runs)} run(s): " + ", ".join(short_run_id(r.id) for r in runs))
+    console().print(f"deleted {counted(len(runs), 'run')}: " + ", ".join(short_run_id(r.id) for r in runs))
 
 
 def cancelled(outcome: Any) -> None:
@@ -921,9 +923,10 @@ def import_outcome(o: Any) -> None:
     colour = {"completed": "green", "partial": "yellow"}.get(o.status, "red")
     c = console()
     c.print(
-        f"{escape(o.path)}: {o.lines} lines, {o.new_lines} newly stored, into run [bold]{o.run_id}[/bold] "
-        f"{escape(o.suite)} ({'new' if o.created_run else 'existing'}) host {escape(o.host)}: "
-        f"[{colour}]{o.status}[/{colour}] — {o.results} results, {o.errors} errors stored; run {o.run_status}",
+        f"{escape(o.path)}: {counted(o.lines, 'line')}, {o.new_lines} newly stored, into run "
+        f"[bold]{short_run_id(o.run_id)}[/bold] {escape(o.suite)} ({'new' if o.created_run else 'existing'}) "
+        f"host {escape(o.host)}: [{colour}]{o.status}[/{colour}] — {counted(o.results, 'result')}, "
+        f"{counted(o.errors, 'error')} stored; run {o.run_status}",
         soft_wrap=True,
     )
     if o.error:
@@ -974,7 +977,7 @@ def run_conditions(run: Any, results: list[Any]) -> None:
 
             lines = describe([Difference(**{k: str(d.get(k, "")) for k in
                                             ("group", "field", "host", "value", "majority")}) for d in diffs])
-            head = f"[yellow]fleet at start: {len(diffs)} difference(s)[/yellow]"
+            head = f"[yellow]fleet at start: {counted(len(diffs), 'difference')}[/yellow]"
             c.print(head + "\n  " + "\n  ".join(map(escape, lines)))
         else:
             c.print("fleet at start: hosts alike in every field within their groups")
@@ -982,7 +985,7 @@ def run_conditions(run: Any, results: list[Any]) -> None:
     flagged = [r for r in judged if r.info.get("throttled") or r.info.get("shared_gpu")]
     if judged:
         colour = "red" if flagged else "green"
-        counts = f"{len(flagged)} of {len(judged)} case(s)"
+        counts = f"{len(flagged)} of {counted(len(judged), 'case')}"
         c.print(f"[{colour}]GPU telemetry: {counts} throttled or sharing the GPU[/{colour}]")
     for r in flagged:
         what = "throttled" if r.info.get("throttled") else "shared GPU"
@@ -1002,7 +1005,8 @@ def flagged_cases_note(cmp: Any, flagged: dict[str, list[Any]]) -> None:
         hits = [f for f in flagged.get(rid, []) if (f.host if by_host else None, f.case_key) in keys]
         if not hits:
             continue
-        c.print(f"[yellow]{side} {escape(rid)}: {len(hits)} compared case(s) ran on a throttled or shared GPU[/yellow]")
+        cases = counted(len(hits), "compared case")
+        c.print(f"[yellow]{side} {escape(rid)}: {cases} ran on a throttled or shared GPU[/yellow]")
         for f in hits:
             c.print(f"  {escape(f.host)} {escape(_case_text(f.case))}: {escape(str(f.reason or ''))}", soft_wrap=True)
 

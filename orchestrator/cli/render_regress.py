@@ -6,6 +6,7 @@ from typing import Any
 
 from orchestrator.cli.render import _case_text, comparison_table, console, noise_floor_line, safe
 from orchestrator.store.compute import short_run_id
+from orchestrator.wording import counted
 
 
 def _pct(x: float | None) -> str:
@@ -58,8 +59,8 @@ def calibration_table(out: Any) -> None:
 def rerun_outcome(outcome: Any, replays: str) -> None:
     c = console()
     c.print(
-        f"run {safe(outcome.run_id)} ({safe(outcome.status)}) replays {safe(replays)}: "
-        + ", ".join(f"{safe(h.host)} {safe(h.status)} {h.results} results" for h in outcome.hosts)
+        f"run {short_run_id(outcome.run_id)} ({safe(outcome.status)}) replays {short_run_id(replays)}: "
+        + ", ".join(f"{safe(h.host)} {safe(h.status)} {counted(h.results, 'result')}" for h in outcome.hosts)
     )
     for h in outcome.hosts:
         if h.error:
@@ -85,9 +86,10 @@ def check_outcome(out: Any) -> None:
             soft_wrap=True,
         )
     if not out.confirm:
-        c.print(f"[red]regression[/red]: {len(out.slower)} case(s) slower (not confirmed: --confirm reruns them)")
+        slower = counted(len(out.slower), "case")
+        c.print(f"[red]regression[/red]: {slower} slower (not confirmed: --confirm reruns them)")
         return
-    c.print(f"confirming rerun: {safe(out.rerun.run_id)} ({safe(out.rerun.status)})")
+    c.print(f"confirming rerun: {short_run_id(out.rerun.run_id)} ({safe(out.rerun.status)})")
     if out.recheck is not None and out.recheck.noise_floor:
         c.print(noise_floor_line(out.recheck), soft_wrap=True)
     reproduced = {(r.host, r.case_key) for r in out.reproduced}
@@ -99,7 +101,7 @@ def check_outcome(out: Any) -> None:
             c.print(f"not reproduced: {_where(x)}", soft_wrap=True)
     if out.reproduced:
         n, of = len(out.reproduced), len(out.slower)
-        c.print(f"[red]regression confirmed[/red]: {n} of {of} slower case(s) reproduced")
+        c.print(f"[red]regression confirmed[/red]: {n} of {counted(of, 'slower case')} reproduced")
     else:
         c.print("[green]no regression confirmed[/green]: no slower case reproduced on rerun")
 
@@ -125,4 +127,5 @@ def changes_table(report: Any) -> None:
             "-" if x.change is None else f"{x.change * 100:+.1f}%", "-" if x.p_value is None else f"{x.p_value:.1g}",
         )  # fmt: skip
     c.print(t)
-    c.print(f"{len(report.changes)} change point(s) in {report.series} series ({report.points} points); stored")
+    c.print(f"{counted(len(report.changes), 'change point')} in {report.series} series "
+            f"({counted(report.points, 'point')}); stored")

@@ -19,6 +19,7 @@ from orchestrator.errors import UsageError
 from orchestrator.rundoc import run_document
 from orchestrator.store.models import RUN_STATUSES
 from orchestrator.store.records import RunFilter
+from orchestrator.wording import counted
 
 if TYPE_CHECKING:
     from orchestrator.store.repo import Store
@@ -184,7 +185,7 @@ def remove_runs(
                     "orch runs rm asks for confirmation, and stdin is not a terminal",
                     "pass --yes to delete without asking",
                 )
-            if not typer.confirm(f"Delete {len(runs)} run(s) and their results?", default=False):
+            if not typer.confirm(f"Delete {counted(len(runs), 'run')} and their results?", default=False):
                 raise typer.Exit(1)
         for r in runs:
             store.delete_run(r.id)
@@ -208,11 +209,12 @@ def logs(
     store excerpts, sizes and sha256). Exit 1 when a host could not answer."""
     import asyncio
 
-    from orchestrator.runlogs import fetch_logs
+    from orchestrator.runlogs import check_keeps_outputs, fetch_logs
 
     app = app_context(ctx)
     with _store(ctx) as store:
         detail = store.get_run(store.resolve_run_id(run_id))
+    check_keeps_outputs(detail.id, detail.suite)  # before the inventory: a moe-sweep run has nothing to fetch
     inventory = app.inventory()
     out = asyncio.run(fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, timeout_s=timeout))
     if json_out:

@@ -85,3 +85,35 @@ def test_a_prefix_of_the_printed_short_id_resolves(orch: Orch, store: Store) -> 
     res = orch("runs", "show", "f5z")
     assert res.returncode == 2
     assert "invalid run id 'f5z'" in _flat(res.stderr) and "latest~N" in _flat(res.stderr)
+
+
+def test_logs_of_a_suite_that_runs_no_command_says_so(orch: Orch, store: Store) -> None:
+    rid = stored_run(store)
+    short = rid[-8:]
+    for extra in ((), ("--case", "0")):
+        res = orch("runs", "logs", short, *extra)
+        assert res.returncode == 2, (extra, res.stdout, res.stderr)
+        err = _flat(res.stderr)
+        assert f"run {short} ran the built-in suite 'moe-sweep', which runs no command" in err
+        assert "the host keeps outputs only for command suites (YAML suites with a `command:`)" in err
+        assert f"orch runs show {short}" in err and res.stdout == ""
+
+
+def test_project_from_a_cpu_run_says_it_has_no_gpu(orch: Orch, store: Store) -> None:
+    rid = stored_run(store, results=3)
+    res = orch("project", "--run", rid[-8:], "--to", "b300")
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    err = _flat(res.stderr)
+    assert f"run {rid[-8:]} has no GPU: it ran on h0, a CPU host" in err, err
+    assert "None" not in err and "Traceback" not in err
+
+
+def test_counts_are_singular_for_one(orch: Orch, store: Store) -> None:
+    one = stored_run(store)
+    two = stored_run(store, hosts=2, results=2)
+    res = orch("runs", "rm", one[-8:], "--yes")
+    assert res.returncode == 0, res.stderr
+    assert "1 result on 1 host, started" in _flat(res.stderr)
+    assert f"deleted 1 run: {one[-8:]}" in _flat(res.stdout)
+    res = orch("runs", "rm", two[-8:], "--yes")
+    assert "4 results on 2 hosts, started" in _flat(res.stderr)

@@ -26,7 +26,7 @@ async def run_logs(
     detail = store.get_run(run_id)
     try:
         inventory = load_inventory(request.app.state.settings.inventory)
-        hosts = await fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case)
+        hosts = await fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, suite=detail.suite)
     except (InventoryError, SelectionError) as exc:
         raise HTTPException(503, f"this server cannot reach the run's hosts: {exc.message}") from None
     return RunLogsOut.model_validate({"run_id": detail.id, "hosts": [h.to_dict() for h in hosts]})
