@@ -127,7 +127,7 @@ def test_label_rm_and_list_filters(orch: Orch, store: Store) -> None:
     assert len(store.list_runs().items) == 2
     res = orch("runs", "rm", short_run_id(a), "--yes")
     assert res.returncode == 0, res.stderr
-    assert f"deleted 1 run(s): {short_run_id(a)}" in res.stdout
+    assert f"deleted 1 run: {short_run_id(a)}" in res.stdout
     assert [r.id for r in store.list_runs().items] == [b]
     assert orch("runs", "show", a).returncode == 2
 

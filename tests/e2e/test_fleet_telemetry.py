@@ -140,7 +140,7 @@ def test_telemetry_marks_a_power_capped_case_and_a_shared_gpu(sshd_bed: SshdBed,
     assert shared["throttle_reason"] == "shared GPU with pid 999999 (python3)"
     assert shared["telemetry"]["other_processes"][0]["used_memory_mib"] == 81000
     show = orch("runs", "show", doc["run_id"], timeout=120)
-    assert "GPU telemetry: 2 of 2 case(s) throttled or sharing the GPU" in show.stdout, show.stdout
+    assert "GPU telemetry: 2 of 2 cases throttled or sharing the GPU" in show.stdout, show.stdout
     assert "throttled capped" in show.stdout and "shared GPU shared" in show.stdout
     again = orch.json("run", "noop", "--hosts", "capped", "--set", "ms=1500", "--repeat", "3", timeout=300)
     cmp = orch("runs", "compare", doc["run_id"], again["run_id"], timeout=120)

@@ -77,7 +77,7 @@ def test_runs_show_lists_the_throttled_cases(imported: tuple[str, dict], capsys:
     db, ids = imported
     code, out = _orch(capsys, db, "runs", "show", ids["on-1"])
     assert code == 0, out
-    assert "GPU telemetry: 3 of 13 case(s) throttled or sharing the GPU" in out
+    assert "GPU telemetry: 3 of 13 cases throttled or sharing the GPU" in out
     assert "M=4096" in out and "power cap in 6/6 samples" in out
 
 

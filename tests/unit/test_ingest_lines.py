@@ -85,6 +85,6 @@ def test_reconcile_and_verdicts() -> None:
     assert reconcile(_done({"lines": True, "results": 6, "errors": 0}, 8), done_seq=8, results=6, errors=0)
     assert host_verdict(_done({"results": 6, "errors": 0}, 8), results=6, errors=0).status == "completed"
     partial = host_verdict(_done({"lines": 8, "results": 5, "errors": 1}, 8), results=5, errors=1)
-    assert (partial.status, partial.stored_status, partial.error) == ("partial", "completed", "1 case(s) failed")
+    assert (partial.status, partial.stored_status, partial.error) == ("partial", "completed", "1 case failed")
     assert host_verdict(_done({}, 3, "cancelled"), results=0, errors=0).status == "cancelled"
     assert host_verdict(None, results=3, errors=0).status == "failed"

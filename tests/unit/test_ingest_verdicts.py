@@ -91,12 +91,12 @@ def test_disagreement_text_is_every_problem_joined() -> None:
     [
         (0, 0, "completed", HostVerdict("completed")),  # an empty sweep is not a failure
         (3, 0, "completed", HostVerdict("completed")),
-        (3, 1, "completed", HostVerdict("partial", "1 case(s) failed")),
-        (1, 2, "completed", HostVerdict("partial", "2 case(s) failed")),
-        (0, 1, "completed", HostVerdict("failed", "1 case(s) failed")),  # every case failed
-        (0, 2, "completed", HostVerdict("failed", "2 case(s) failed")),
+        (3, 1, "completed", HostVerdict("partial", "1 case failed")),
+        (1, 2, "completed", HostVerdict("partial", "2 cases failed")),
+        (0, 1, "completed", HostVerdict("failed", "1 case failed")),  # every case failed
+        (0, 2, "completed", HostVerdict("failed", "2 cases failed")),
         (3, 0, "failed", HostVerdict("failed", "the agent reported failure")),  # the agent's word wins
-        (3, 1, "failed", HostVerdict("failed", "1 case(s) failed")),
+        (3, 1, "failed", HostVerdict("failed", "1 case failed")),
         (0, 0, "cancelled", HostVerdict("cancelled")),
     ],
 )
