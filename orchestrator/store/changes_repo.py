@@ -156,7 +156,8 @@ def stored_changes(
     run_id: str | None = None,
     limit: int = 1000,
 ) -> list[ChangePointRecord]:
-    """Stored change points, newest run first, filtered by any of suite, metric, host and run."""
+    """Stored change points, newest run first, filtered by any of suite, metric, host and run. Raises
+    UsageError, when none is found, for a suite with no stored run or a metric none of its results has."""
     q = select(ChangePoint)
     if suite is not None:
         q = q.where(ChangePoint.suite == suite)
@@ -168,7 +169,7 @@ def stored_changes(
         q = q.where(ChangePoint.run_id == run_id)
     q = q.order_by(ChangePoint.run_started_at.desc(), ChangePoint.host, ChangePoint.case_key).limit(limit)
     with store._read() as s:
-        return [
+        found = [
             ChangePointRecord(
                 suite=r.suite, host=r.host, case_key=r.case_key, case=dict(r.case_params or {}), metric=r.metric,
                 run_id=r.run_id, run_started_at=r.run_started_at, position=r.position, before=r.before,
@@ -176,3 +177,8 @@ def stored_changes(
             )  # fmt: skip
             for r in s.scalars(q)
         ]
+        if not found and suite is not None:
+            known.check_suite(s, suite)
+            if metric is not None:
+                known.check_metric(s, suite, metric)
+        return found

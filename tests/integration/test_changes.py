@@ -60,7 +60,11 @@ def test_two_shifts_found_none_in_a_flat_series_stored_and_served(
         assert [(r["host"], r["run_id"], r["position"]) for r in rows] == want
         assert c.get("/api/v1/changes", params={"run": shifted[20]}).json()[0]["before"] == first.before
         assert c.get("/api/v1/changes", params={"metric": "bad name"}).status_code == 422
-        assert c.get("/api/v1/changes", params={"suite": "other"}).json() == []
+        other = c.get("/api/v1/changes", params={"suite": "other"})  # no run of it: 400 naming the stored suites
+        assert other.status_code == 400 and "suites with stored runs: moe-sweep" in other.json()["detail"]
+        nosuch = c.get("/api/v1/changes", params={"suite": "moe-sweep", "metric": "nosuch"})
+        assert nosuch.status_code == 400 and "metrics stored: " in nosuch.json()["detail"]
+        assert c.get("/api/v1/changes", params={"suite": "moe-sweep", "host": "h2"}).json() == []  # known, none
 
 
 def test_orch_runs_changes_cli(tmp_path: Path) -> None:
