@@ -202,3 +202,43 @@ def test_remove_host_leaves_no_temporary_file_when_the_rename_fails(
         hk.remove_host(kh, HOST)
     assert kh.read_text() == original
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kh", "kh.old"]
+
+
+def test_port_0_is_no_port_like_22() -> None:
+    """misc.c put_host_port: 0 and 22 give the bare name; no port-less retry from either."""
+    assert hk.lookup_name("GPU-A.example", 0) == hk.lookup_name("GPU-A.example", 22) == "gpu-a.example"
+    assert hk.lookup_name("GPU-A.example", 1) == "[gpu-a.example]:1"
+
+
+def test_check_ip_refuses_a_name_match_when_the_address_holds_another_key(
+    pubs: dict[str, str], tmp_path: Path
+) -> None:
+    """CheckHostIP (sshconnect.c check_host_key): the unmarked entries for the address must not hold another key."""
+    path = tmp_path / "known_hosts"
+    path.write_text(
+        f"{HOST} {pubs['host']}\n127.0.0.5 {pubs['other']}\n[127.0.0.6]:2222 {pubs['other']}\n"
+        f"127.0.0.7 {pubs['host']}\n@revoked 127.0.0.8 {pubs['other']}\n"
+    )
+    kh = hk.load_known_hosts([path])
+    offered = hk.OfferedKey.from_line(pubs["host"])
+    other_fp = hk.OfferedKey.from_line(pubs["other"]).fingerprint
+    v = hk.judge(kh, HOST, 22, offered, now=0)
+    assert v.verdict == "match"
+    got = hk.check_ip(kh, v, "127.0.0.5", 22, offered)
+    assert got == hk.HostKeyVerdict(
+        "changed",
+        v.name,
+        v.offered_fingerprint,
+        v.offered_type,
+        f"{v.detail}, but CheckHostIP: the key recorded for the address 127.0.0.5 at {path}:2 "
+        f"(ssh-ed25519 {other_fp}) differs",
+        [*v.known, {"file": str(path), "line": 2, "key_type": "ssh-ed25519", "fingerprint": other_fp, "marker": None}],
+        f"confirm which key is right with the host's administrator; if the address moved to this host: "
+        f'ssh-keygen -f "{path}" -R "127.0.0.5"',
+    )
+    assert hk.check_ip(kh, v, "127.0.0.6", 2222, offered).verdict == "changed"  # [addr]:port off port 22
+    assert hk.check_ip(kh, v, "127.0.0.6", 22, offered) is v  # no entry for the address: fine
+    assert hk.check_ip(kh, v, "127.0.0.7", 22, offered) is v  # the same key
+    assert hk.check_ip(kh, v, "127.0.0.8", 22, offered) is v  # a marked line is not a recorded key
+    unknown = hk.judge(kh, "new.example", 22, offered, now=0)
+    assert hk.check_ip(kh, unknown, "127.0.0.5", 22, offered) is unknown  # only a match is re-checked
