@@ -121,6 +121,8 @@ def test_append_entry_after_a_final_newline_adds_no_blank_line(pubs: dict[str, s
     assert oct(kh.stat().st_mode & 0o777) == "0o600" and oct(kh.parent.stat().st_mode & 0o777) == "0o700"
     hk.append_entry(kh, f"b.example {pubs['host']} tail-XX\t\n")  # only the newline is stripped
     assert kh.read_text() == f"a.example {pubs['host']}\nb.example {pubs['host']} tail-XX\t\n"
+    hk.append_entry(kh, f"c.example {pubs['host']} XX\n")
+    assert kh.read_text().endswith(f"c.example {pubs['host']} XX\n")
     short = tmp_path / "short"
     short.write_text("#\n")
     hk.append_entry(short, "c")
