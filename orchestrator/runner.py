@@ -543,7 +543,8 @@ class Runner:
             raise UsageError(f"--allow-drift: {exc}", "name a field from orch fleet's table") from None
         runs = {h.name: _HostRun(self, h) for h in hosts}
         view, failed = await self._preflight(hosts, runs, allowed)
-        params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed}
+        params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed,
+                  "preset": self.req.preset}  # fmt: skip
         for h in hosts:
             await self.writer.call(
                 self.store.upsert_host, h.name, address=h.address, group=h.group, labels=dict(h.labels)
@@ -732,6 +733,8 @@ class Runner:
             {"spec": redact_spec(spec, _public_env(self.registry, self.req.suite)), "preset": spec.get("preset"),
              "gpu_spec": hr.gpu.key if hr.gpu else None},  # fmt: skip
         )
+        if self.req.preset is None:  # the run records the preset its hosts chose (when they agree)
+            await self.writer.call(self.store.note_chosen_preset, self.run_id)
         if self.req.wait_s:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
         started_by = f"{getpass.getuser()}@{socket.gethostname()}"

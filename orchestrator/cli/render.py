@@ -425,8 +425,9 @@ def run_detail(run: Any, results: list[Any]) -> None:
             f"status {safe(run.status)}  label {safe(run.label or '-')}", soft_wrap=True)  # fmt: skip
     c.print(f"started {_when(run.started_at)} UTC by {safe(run.started_by)}; finished {_when(run.finished_at)}",
             soft_wrap=True)  # fmt: skip
-    if run.params:
-        c.print("params: " + safe(_case_text(run.params)), soft_wrap=True)
+    from orchestrator.cli.asked import asked_line, preset_line
+
+    c.print(safe(asked_line(run.params or {})) + "; " + safe(preset_line(run)), soft_wrap=True)
     slurm = (run.info or {}).get("slurm")
     if isinstance(slurm, dict):
         reason = f", reason {slurm['reason']}" if slurm.get("reason") else ""

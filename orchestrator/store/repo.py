@@ -346,6 +346,16 @@ class Store:
             run = self._run(s, run_id)
             run.info = {**(run.info or {}), **info}
 
+    def note_chosen_preset(self, run_id: str) -> None:
+        """Set the run's ``preset`` to the one its started hosts chose (``host_runs.info.preset``, the suite's
+        default for a CPU or a CUDA host) when they all chose the same; None when they differ (each host's
+        stays in its info). For a run started without ``--preset``."""
+        with self._write() as s:
+            run = self._run(s, run_id)
+            infos = s.scalars(select(HostRun.info).where(HostRun.run_id == run_id)).all()
+            chosen = {i["preset"] for i in infos if isinstance(i, dict) and isinstance(i.get("preset"), str)}
+            run.preset = chosen.pop() if len(chosen) == 1 else None
+
     def set_host_run_info(self, run_id: str, host: str, info: dict[str, Any]) -> None:
         """Merge into a host run's ``info``, e.g. ``{"plateau": {"m": 256, "metric": "time_ms"}}`` —
         ``orch runs show`` and the API render what is stored there."""

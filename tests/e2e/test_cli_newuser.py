@@ -117,3 +117,35 @@ def test_counts_are_singular_for_one(orch: Orch, store: Store) -> None:
     assert f"deleted 1 run: {one[-8:]}" in _flat(res.stdout)
     res = orch("runs", "rm", two[-8:], "--yes")
     assert "4 results on 2 hosts, started" in _flat(res.stderr)
+
+
+def test_a_local_cpu_run_records_its_preset_and_says_what_was_asked(tmp_path: Path) -> None:
+    inv = tmp_path / "inventory.yaml"
+    home = tmp_path / "home"  # connection: local writes the host side under orch_home, not the real ~/.orch
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, orch_home: {home}}}\n")
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    assert orch("db", "upgrade").returncode == 0
+    res = orch("run", "moe-sweep", "--hosts", "localhost", "--set", "M=1", "--repeat", "3")
+    assert res.returncode == 0, res.stdout + res.stderr
+    doc = orch.json("runs", "show", "latest")
+    rid, short = doc["run_id"], doc["run_id"][-8:]
+    summary = f"run {short} moe-sweep: completed — 1 result from 1 host; details: orch runs show {short}"
+    assert summary in _flat(res.stdout)
+    assert doc["run"]["preset"] == "tiny"  # the default the CPU host chose, not null
+    show = orch("runs", "show", short)
+    chosen = "preset: tiny (chosen by orch: the suite's default for the hosts)"
+    assert f"asked: --set M=1 --repeat 3; {chosen}" in show.stdout
+    assert "sets=" not in show.stdout and "None" not in show.stdout.splitlines()[2]
+    # rerun prints short ids, as everything else does
+    rerun = orch("runs", "rerun", short)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    line = next(ln for ln in rerun.stdout.splitlines() if " replays " in ln)
+    assert re.fullmatch(rf"run [0-9a-f]{{8}} \(completed\) replays {short}: localhost completed 1 result", line), line
+    assert rid not in rerun.stdout
+    # asked for explicitly: said so, without "chosen"
+    res = orch("run", "moe-sweep", "--hosts", "localhost", "--set", "M=1", "--repeat", "2", "--preset", "tiny")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "asked: --set M=1 --repeat 2 --preset tiny; preset: tiny\n" in orch("runs", "show", "latest").stdout
+    # projecting a CPU run: no GPU, exit 2, no "None"
+    proj = orch("project", "--run", short, "--to", "b300")
+    assert proj.returncode == 2 and f"run {short} has no GPU: it ran on localhost, a CPU host" in _flat(proj.stderr)
