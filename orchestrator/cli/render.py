@@ -1016,6 +1016,19 @@ def plot_written(path: Any, views: Any, metrics: list[str]) -> None:
     """After ``orch runs plot``: the file and what it holds."""
     from rich.markup import escape
 
-    runs = ", ".join(r.id for r in views.runs)
-    console().print(f"wrote {escape(str(path))}: {escape(views.suite)} {escape(', '.join(metrics))} of run(s) "
+    runs = ", ".join(short_run_id(r.id) for r in views.runs)
+    noun = "run" if len(views.runs) == 1 else "runs"
+    console().print(f"wrote {escape(str(path))}: {escape(views.suite)} {escape(', '.join(metrics))} of {noun} "
                     f"{escape(runs)}", soft_wrap=True)  # fmt: skip
+
+
+def plot_suite_not_loaded(suite: str, metrics: list[str]) -> None:
+    """After ``orch runs plot`` of a suite this orch has no definition of (a user YAML suite whose file was not
+    loaded): its declared ``plot:`` is unknown, so every stored metric was drawn — say so, on stderr."""
+    err_console().print(
+        f"[yellow]note[/yellow]: suite {escape(suite)!r} is not loaded (no suite file defining it under "
+        f"--suite-dir or ORCH_SUITE_DIR), so its declared `plot:` is unknown and every stored metric was plotted: "
+        f"{escape(', '.join(metrics))}; to plot what the suite declares, add --suite-dir DIR (the directory of "
+        f"{escape(suite)}'s .yaml file)",
+        soft_wrap=True,
+    )

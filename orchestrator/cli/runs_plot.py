@@ -30,14 +30,17 @@ def plot(
     """Plot stored runs of one suite: moe-sweep's achieved GB/s against the datasheet and the measured copy roof,
     TFLOP/s against the dtype's dense peak, µs/token and ms per call, one line per host and run."""
     from orchestrator import figures
-    from orchestrator.views_service import run_views
+    from orchestrator.views_service import run_views, suite_def
 
     figures.check_output(output)  # before any work: a wrong suffix is a usage error
     app = app_context(ctx)
+    registry = app.registry(suite_dir or [])
     store = app.store(create=False)
     try:
-        views = run_views(store, runs, registry=app.registry(suite_dir or []), metric=metric, x=x)
+        views = run_views(store, runs, registry=registry, metric=metric, x=x)
     finally:
         store.close()
     drawn = figures.write(views, output)
     render.plot_written(output, views, drawn)
+    if metric is None and suite_def(views.suite, registry) is None:  # its declared `plot:` is unknown here
+        render.plot_suite_not_loaded(views.suite, drawn)

@@ -149,3 +149,18 @@ def test_a_local_cpu_run_records_its_preset_and_says_what_was_asked(tmp_path: Pa
     # projecting a CPU run: no GPU, exit 2, no "None"
     proj = orch("project", "--run", short, "--to", "b300")
     assert proj.returncode == 2 and f"run {short} has no GPU: it ran on localhost, a CPU host" in _flat(proj.stderr)
+
+
+def test_plot_of_a_suite_whose_file_is_not_loaded_says_so(orch: Orch, store: Store, tmp_path: Path) -> None:
+    rid = stored_run(store, suite="my-engine-bench", results=3)
+    out = tmp_path / "x.svg"
+    res = orch("runs", "plot", rid[-8:], "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    assert out.read_text().lstrip().startswith("<?xml")
+    assert res.stdout.startswith(f"wrote {out}: my-engine-bench time_ms of run {rid[-8:]}")
+    err = _flat(res.stderr)
+    assert "suite 'my-engine-bench' is not loaded (no suite file defining it under --suite-dir or ORCH_SUITE_DIR" in err
+    assert "every stored metric was plotted: time_ms; to plot what the suite declares, add --suite-dir DIR" in err
+    # one metric asked for: nothing was guessed, nothing to say
+    res = orch("runs", "plot", rid[-8:], "--metric", "time_ms", "-o", str(out))
+    assert res.returncode == 0 and res.stderr == "", res.stderr

@@ -40,7 +40,7 @@ def test_png_and_svg_of_the_h200_moe_sweep(orch: Orch, tmp_path: Path) -> None:
     png = tmp_path / "moe.png"
     res = orch("runs", "plot", moe[-8:], "-o", str(png))
     assert res.returncode == 0, res.stderr
-    assert res.stdout.startswith(f"wrote {png}: moe-sweep gbps, tflops, us_per_token, time_ms of run(s) {moe}")
+    assert res.stdout.startswith(f"wrote {png}: moe-sweep gbps, tflops, us_per_token, time_ms of run {moe[-8:]}")
     data = png.read_bytes()
     assert data[:8] == PNG_MAGIC and int.from_bytes(data[16:20], "big") > 1000  # IHDR width, px
 
