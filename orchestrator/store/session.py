@@ -70,26 +70,31 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
-#: The first 16 bytes of every SQLite 3 database file (https://www.sqlite.org/fileformat.html, section 1.3.1).
-SQLITE_HEADER = b"SQLite format 3\x00"
-
-
 def _refuse_non_sqlite(path: Path, shown_url: str) -> None:
-    """ConfigError (exit 2) when ``path`` exists and is not an SQLite database: a directory, or a non-empty file
-    without SQLite's header (an empty file is a new database). A missing file is left to the caller."""
+    """ConfigError (exit 2) when ``path`` exists and is not an SQLite database: a directory, or a file SQLite
+    itself calls "not a database" (an empty file is a new database). A missing file is left to the caller.
+
+    The file is asked through SQLite (a read-only connection, ``PRAGMA schema_version``), never opened and
+    closed by Python: closing any other descriptor of a database file drops every POSIX lock this process holds
+    on it, and another engine of this process may be writing it (https://www.sqlite.org/howtocorrupt.html,
+    2.2) — reading the header that way corrupted a test's store ("database disk image is malformed")."""
+    import sqlite3
+
     hint = "pass --db sqlite:///PATH of an orch database, or of a new file that orch will create"
     if path.is_dir():
         raise ConfigError(f"--db / ORCH_DB_URL names a directory, not an SQLite database: {path} ({shown_url})", hint)
-    try:
-        with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-    except FileNotFoundError:
+    if not path.exists():
         return
-    except OSError as exc:
-        raise ConfigError(f"cannot read the database file {path}: {exc.strerror}", "check its permissions") from None
-    if head and head != SQLITE_HEADER:
-        raise ConfigError(f"{path} is not an SQLite database ({shown_url}): it does not start with SQLite's header",
-                          hint)  # fmt: skip
+    try:
+        con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+        try:
+            con.execute("PRAGMA schema_version").fetchone()
+        finally:
+            con.close()
+    except sqlite3.DatabaseError as exc:
+        if "not a database" in str(exc) or "encrypted" in str(exc):
+            raise ConfigError(f"{path} is not an SQLite database ({shown_url}): {exc}", hint) from None
+        # busy, locked, unreadable: the caller's own connection reports it with its hint
 
 
 def _tune_sqlite(engine: Engine) -> None:
