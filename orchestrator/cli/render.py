@@ -290,8 +290,11 @@ def trust_offer(offer: Any) -> None:
             f"{safe(offer.key_type)} key")  # fmt: skip
     c.print(f"  fingerprint: [bold]{safe(offer.fingerprint)}[/bold]")
     c.print(f"  known_hosts verdict: {safe(offer.verdict.verdict)} — {safe(offer.verdict.detail)}")
-    for k in offer.verdict.known:
-        c.print("    known: " + safe(f"{k.get('file')}:{k.get('line')} {k.get('key_type')} {k.get('fingerprint')}"))
+    for k in offer.verdict.known:  # every entry consulted for the name; a marked one says what it is
+        marker = k.get("marker")
+        what = {"@revoked": "revoked", "@cert-authority": "CA"}.get(str(marker), str(marker)) if marker else "known"
+        c.print(f"    {what}: " + safe(f"{k.get('file')}:{k.get('line')} {marker + ' ' if marker else ''}"
+                                     f"{k.get('key_type')} {k.get('fingerprint')}"))  # fmt: skip
     known_hosts_warnings(offer.warnings)
 
 

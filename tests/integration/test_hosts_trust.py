@@ -13,7 +13,7 @@ import pytest
 
 from tests.integration import peers
 from tests.integration.peers import doctor_one, entry
-from tests.plugins.sshd import SSH_KEYGEN, ClientHome, SshdBed, SshdHost
+from tests.plugins.sshd import SSH_KEYGEN, ClientHome, SshdBed, SshdHost, keygen
 from tests.plugins.timing import scaled
 
 pytestmark = pytest.mark.sshd
@@ -211,3 +211,21 @@ async def test_host_key_alias_trust_records_under_the_alias(
     assert res.returncode == 0, res.stdout + res.stderr
     assert client_home.known_hosts.read_text().splitlines() == ["tr-alias-key " + " ".join(h.pubkey_line().split()[:2])]
     assert (await doctor_one("tr-alias", {})).check("hostkey").data["verdict"] == "match"
+
+
+async def test_a_revoked_wildcard_line_is_shown_as_revoked_not_as_a_known_key(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    """A tester saw `orch hosts trust` list an `@revoked *` line (another machine's stolen key) as a `known:` key of
+    an unrelated host. It is consulted for every name, so it is shown — as what it is."""
+    other = keygen(tmp_path / "stolen_ed25519")
+    stolen = other.with_suffix(".pub").read_text().split()
+    client_home.trust(f"@revoked * {stolen[0]} {stolen[1]}")
+    h = sshd_bed.add("tr-unrelated", trusted=False)
+    client_home.add_config("Host *\n  HashKnownHosts no\n")
+    inv = _inventory(tmp_path, {"tr-unrelated": h})
+    res = _trust(client_home, inv, tmp_path, "tr-unrelated", "--fingerprint", _fp(h))
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = res.stdout
+    assert "    revoked: " in out and " @revoked ssh-ed25519 " in out, out
+    assert "    known: " not in out, out
