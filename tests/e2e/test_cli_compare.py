@@ -84,7 +84,7 @@ def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
         res.stdout
     )
     note = " ".join(line for line in lines if "marked noisy" in line)
-    assert note.startswith("1 case(s) marked noisy: a p10–p90 spread wider than 20% of the median")
+    assert note.startswith("1 case marked noisy: a p10–p90 spread wider than 20% of the median")
     assert "more --repeat" in note
 
 
