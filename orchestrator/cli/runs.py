@@ -15,7 +15,7 @@ import typer
 
 from orchestrator.cli import regress, render, runs_import, runs_plot
 from orchestrator.cli.context import app_context
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchError, UsageError
 from orchestrator.rundoc import run_document
 from orchestrator.store.models import RUN_STATUSES
 from orchestrator.store.records import RunFilter
@@ -97,10 +97,25 @@ def list_runs(
     f = RunFilter(suite=suite, host=host, status=status, label=label, since=parse_since(since) if since else None)
     with _store(ctx) as store:
         page = store.list_runs(f, limit=limit)
+        if not page.items and suite is not None:
+            _check_suite_name(ctx, store, suite)
     if json_out:
         render.print_json(asdict(page))
     else:
         render.runs_table(page)
+
+
+def _check_suite_name(ctx: typer.Context, store: Store, suite: str) -> None:
+    """An empty answer for ``--suite NAME`` is the truth for a suite orch knows (built-in, a suite file, or one
+    with stored runs); for any other name it is a typo: UsageError listing the known names."""
+    known = set(store.stored_suites())
+    try:
+        known |= set(app_context(ctx).registry().names())
+    except OrchError:
+        pass  # a broken suite file is reported by the commands that load suites; the stored names still count
+    if suite not in known:
+        raise UsageError(f"--suite {suite!r} is neither a known suite nor one with stored runs",
+                         f"suites: {', '.join(sorted(known)) or 'none'}")  # fmt: skip
 
 
 @app.command("show")

@@ -566,6 +566,11 @@ class Store:
             )
         return str(rows[0][0])
 
+    def stored_suites(self) -> list[str]:
+        """The names of the suites that have at least one stored run, sorted."""
+        with self._read() as s:
+            return sorted(s.scalars(select(RunRow.suite).distinct()).all())
+
     def list_runs(self, filters: RunFilter | None = None, *, limit: int = 50, offset: int = 0) -> Page[RunSummary]:
         """Runs newest first, filtered; ``total`` counts all matches."""
         f = filters or RunFilter()

@@ -100,10 +100,15 @@ def test_db_that_is_not_an_sqlite_database(local: Orch, args: tuple[str, ...], w
         (("runs", "list", "--status", "bogus"), "use one of: pending, running, completed, partial, failed, cancelled"),
         (("runs", "changes", "--suite", "nosuch", "--metric", "val"), "no run of suite 'nosuch' is stored"),
         (("runs", "changes", "--suite", "noop", "--metric", "val"), "metrics stored: time_ms"),
+        (("runs", "list", "--suite", "nosuch"), "--suite 'nosuch' is neither a known suite nor one with stored runs"),
     ],
 )
 def test_unknown_status_suite_or_metric_is_exit_2(local: Orch, args: tuple[str, ...], expected: str) -> None:
     _usage(local(*args), expected)
+
+
+def test_runs_list_of_a_known_suite_without_runs_is_an_empty_answer(local: Orch) -> None:
+    assert local.json("runs", "list", "--suite", "hbm-bandwidth")["items"] == []  # built-in, never run here
 
 
 def test_known_suite_and_metric_still_scan(local: Orch) -> None:
