@@ -17,8 +17,7 @@ from orchestrator.cli import regress, render, runs_import, runs_plot
 from orchestrator.cli.context import app_context
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.rundoc import run_document
-from orchestrator.store.models import RUN_STATUSES
-from orchestrator.store.records import RunFilter
+from orchestrator.store.records import RUN_STATUSES, RunFilter
 from orchestrator.wording import counted
 
 if TYPE_CHECKING:

@@ -50,9 +50,9 @@ NAMING_CONVENTION = {
     "pk": "pk_%(table_name)s",
 }
 
-RUN_STATUSES = ("pending", "running", "completed", "partial", "failed", "cancelled")
-HOST_RUN_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
-RESULT_STATUSES = ("ok", "error")
+from orchestrator.store.records import HOST_RUN_STATUSES as HOST_RUN_STATUSES  # noqa: E402 - re-exported
+from orchestrator.store.records import RESULT_STATUSES as RESULT_STATUSES  # noqa: E402
+from orchestrator.store.records import RUN_STATUSES as RUN_STATUSES  # noqa: E402
 
 
 class UTCDateTime(TypeDecorator[datetime]):

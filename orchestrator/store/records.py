@@ -10,6 +10,12 @@ from typing import Any, Generic, TypeVar
 from orchestrator.analysis.casestats import CaseStats
 from orchestrator.analysis.compare import Verdict, verdict_counts
 
+# The states a run, a host's run and a result may be in (the models' CHECK constraints use these; kept here, with
+# the plain values, so that the CLI can name them without importing SQLAlchemy).
+RUN_STATUSES = ("pending", "running", "completed", "partial", "failed", "cancelled")
+HOST_RUN_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+RESULT_STATUSES = ("ok", "error")
+
 T = TypeVar("T")
 
 

@@ -331,3 +331,18 @@ def test_a_stale_or_wrong_cache_falls_back_to_alembic(db_url: str, tmp_path: Pat
     _stamp_future(db_url)
     res = _orch(db_url, tmp_path, "runs", "list")
     assert res.returncode == 2 and "written by a newer orch" in res.stderr
+
+
+def test_orch_help_imports_neither_sqlalchemy_nor_asyncssh_nor_numpy(tmp_path: Path) -> None:
+    """The inner loop (issue 21): the CLI's import pays only for what every command needs; a store, SSH or
+    statistics are imported by the commands that use them (two regressions of this came from a status tuple and
+    a dataclass imported from heavy modules)."""
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "orchestrator", "--help"],
+        cwd=tmp_path, env=_env("sqlite:///" + str(tmp_path / "o.db"), tmp_path), capture_output=True, text=True,
+        timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+    assert "orchestrator.cli.main" in imported
+    assert not imported & {"sqlalchemy", "asyncssh", "numpy", "scipy", "alembic", "matplotlib", "plotly"}
