@@ -207,7 +207,7 @@ def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str
     lines[2] = _result(2, 0, metrics={"wall_ms": {"value": 1.0, "unit": "ms", "median": "fast"}})
     bad = orch(str(_write(tmp_path / "events.jsonl", lines)))
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "failed — 2 results, 1 errors stored; run partial" in bad.stdout, bad.stdout
+    assert "failed — 2 results, 1 error stored; run partial" in bad.stdout, bad.stdout
     assert "3 results on the host, 2 stored" in bad.stdout
     foreign = orch(str(_write(tmp_path / "moe.jsonl", [echo_lines(suite="moe-sweep")[0], *lines[1:]])))
     assert foreign.returncode == 2 and "Traceback" not in foreign.stderr, foreign.stderr
