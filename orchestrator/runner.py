@@ -29,9 +29,9 @@ import getpass
 import random
 import socket
 from collections.abc import AsyncGenerator, Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from orchestrator.agentctl import dead_worker_error, run_dir_text, run_opts, start_run, with_full_outputs
 from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
@@ -56,14 +56,16 @@ from orchestrator.fleet import check_fields as check_drift_fields
 from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
-from orchestrator.store.repo import Store
 from orchestrator.suites.command import command_result
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import CommandResult, Transport
-from orchestrator.transport.sshconfig import SshResolver
 from orchestrator.version import version_info
+
+if TYPE_CHECKING:
+    from orchestrator.store.repo import Store  # SQLAlchemy: imported by whoever opens the store (maybe a thread)
+    from orchestrator.transport.sshconfig import SshResolver  # asyncssh: imported when an SSH host connects
 
 T = TypeVar("T")
 
@@ -152,11 +154,31 @@ class RunOutcome:
 
 
 class StoreWriter:
-    """Runs every store call on one thread, in order: the orchestrator's single writer."""
+    """Runs every store call on one thread, in order: the orchestrator's single writer.
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    ``store`` may be a Future of the store still being opened on another thread (``AppContext.store_in_background``:
+    SQLAlchemy's import and the schema check, ~0.3-0.6 s, overlap the hosts' connect and facts round trip);
+    :meth:`ready` waits for it and raises what opening it raised (a bad URL, a newer schema)."""
+
+    def __init__(self, store: Store | Future[Store]) -> None:
+        self._opening = store if isinstance(store, Future) else None
+        self._store = None if isinstance(store, Future) else store
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="orch-store")
+
+    async def ready(self) -> Store:
+        """The store, once open. Raises what opening it raised."""
+        if self._store is None:
+            assert self._opening is not None
+            self._store = await asyncio.wrap_future(self._opening)
+        return self._store
+
+    @property
+    def store(self) -> Store:
+        """The store; blocks until it is open (callers in the event loop await :meth:`ready` first)."""
+        if self._store is None:
+            assert self._opening is not None
+            self._store = self._opening.result()
+        return self._store
 
     async def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         loop = asyncio.get_running_loop()
@@ -302,7 +324,8 @@ class _HostRun:
 
     async def connect(self) -> Transport:
         if self.t is None:
-            self.t = await open_transport(self.host, timeout_s=self.r.req.timeout_s, resolver=self.r.resolver)
+            resolver = None if self.host.connection == "local" else self.r.resolver
+            self.t = await open_transport(self.host, timeout_s=self.r.req.timeout_s, resolver=resolver)
         return self.t
 
     async def drop(self) -> None:
@@ -511,29 +534,43 @@ class Runner:
     def __init__(
         self,
         inventory: Inventory,
-        store: Store,
+        store: Store | Future[Store],
         req: RunRequest,
         observer: Observer | None = None,
         registry: Registry | None = None,
     ) -> None:
-        """``registry``: the suites to run from (default: the built-ins; the CLI adds the user suite files)."""
+        """``registry``: the suites to run from (default: the built-ins; the CLI adds the user suite files).
+        ``store``: the store, or a Future of it still opening (``run`` needs it only once the facts are read)."""
         self.inventory = inventory
-        self.store = store
         self.req = req
         self.registry = registry or builtin_registry()
         self.observer: Observer = observer or NullObserver()
         self.writer = StoreWriter(store)
         self.run_id = ""
-        self.resolver = SshResolver()  # one per run()/resume(): ssh -G answers and known_hosts parsed once
+        self._resolver: SshResolver | None = None  # one per run()/resume(): ssh -G and known_hosts read once
+
+    @property
+    def store(self) -> Store:
+        return self.writer.store
+
+    @property
+    def resolver(self) -> SshResolver:
+        """The run's ``ssh -G`` answers and known_hosts files, built when the first SSH host connects."""
+        if self._resolver is None:
+            from orchestrator.transport.sshconfig import SshResolver
+
+            self._resolver = SshResolver()
+        return self._resolver
 
 
     async def run(self) -> RunOutcome:
         """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
-        self.resolver = SshResolver()
+        self._resolver = None
         slurm = self.inventory.slurm_group(self.req.selector)
         if slurm is not None:  # one sbatch job whose nodes become the hosts (orchestrator/slurm/)
             from orchestrator.slurm.service import SlurmDriver
 
+            await self.writer.ready()
             return await SlurmDriver(self, slurm).run()
         validate_request(self.req, self.registry)
         hosts = self.inventory.select(self.req.selector)
@@ -543,6 +580,7 @@ class Runner:
             raise UsageError(f"--allow-drift: {exc}", "name a field from orch fleet's table") from None
         runs = {h.name: _HostRun(self, h) for h in hosts}
         view, failed = await self._preflight(hosts, runs, allowed)
+        await self.writer.ready()  # opened meanwhile on its own thread (a bad URL or schema raises here)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed,
                   "preset": self.req.preset}  # fmt: skip
         for h in hosts:
@@ -606,7 +644,8 @@ class Runner:
         """Reattach to a run: follow every host whose ``done`` line is not stored from its last stored position —
         also in a run already marked partial or failed because a connection was lost — then recompute the
         run's status. Raises UsageError for a cancelled run, or one whose every host's done line is stored."""
-        self.resolver = SshResolver()
+        self._resolver = None
+        await self.writer.ready()
         detail = await self.writer.call(self.store.get_run, run_id)
         states = await self.writer.call(self.store.host_run_states, run_id)
         open_hosts = [st.host for st in states if not st.done]

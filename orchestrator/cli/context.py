@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +24,7 @@ class AppContext:
     settings: Settings
     _inventory: Inventory | None = field(default=None, repr=False)
     _store: Store | None = field(default=None, repr=False)
+    _store_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def inventory(self) -> Inventory:
         from orchestrator.inventory import load_inventory
@@ -38,6 +41,25 @@ class AppContext:
         ``create=False`` (commands that only read): a SQLite file that does not exist is a ConfigError naming
         the path, instead of a new empty database that would look like "no runs".
         """
+        with self._store_lock:  # one store, also while store_in_background is opening it
+            return self._open_store(create)
+
+    def store_in_background(self) -> Future[Store]:
+        """``store()`` on a thread of its own, started now: SQLAlchemy's import and the schema check (about
+        0.3-0.6 s of a short run) overlap what the caller does meanwhile (``orch run``: connecting to the hosts
+        and reading their facts). The Future carries the store, or what ``store()`` raised."""
+        fut: Future[Store] = Future()
+
+        def open_it() -> None:
+            try:
+                fut.set_result(self.store())
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the Future
+                fut.set_exception(exc)
+
+        threading.Thread(target=open_it, name="orch-store-open", daemon=True).start()
+        return fut
+
+    def _open_store(self, create: bool) -> Store:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 

@@ -159,9 +159,10 @@ def main(argv: list[str] | None = None) -> None:
     try:
         args = sys.argv[1:] if argv is None else argv
         refuse_undecodable(args)
-        rv = app(  # prog_name: _ORCH_COMPLETE (shell completion) also under python -m orchestrator
-            args=hoist_global_options(args, typer.main.get_command(app)), standalone_mode=False, prog_name="orch"
-        )
+        # The click command tree is built once (typer builds it from every command's signature: ~0.1 s);
+        # calling `app(...)` would build it a second time. prog_name: _ORCH_COMPLETE also under python -m.
+        cmd = typer.main.get_command(app)
+        rv = cmd.main(args=hoist_global_options(args, cmd), standalone_mode=False, prog_name="orch")
     except OrchError as exc:
         render.error(exc)
         sys.exit(exc.exit_code)

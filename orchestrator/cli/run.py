@@ -98,7 +98,6 @@ def run(
         raise UsageError(
             "orch run needs SUITE and --hosts (or --resume RUN_ID)", "for example: orch run moe-sweep --hosts b300"
         )
-    store = app.store()
     req = RunRequest(
         suite=suite or "",
         selector=hosts,
@@ -115,16 +114,21 @@ def run(
     )
     names = _selected(app, hosts, resume)
     ensure_open_files(concurrency)
-    progress = _progress(app, names, enabled=not json_out, verbose=verbose)
-    runner = Runner(app.inventory(), store, req, progress, registry=app.registry(suite_dir or []))
+    # A new run needs the store only once the hosts' facts are read: it opens meanwhile on a thread.
+    opening = app.store() if resume else app.store_in_background()
+    # Nothing is drawn into a pipe: the display is transient, and stopping it there leaves a blank line on stderr.
+    drawn = not json_out and render.err_console().is_terminal
+    progress = _progress(app, names, enabled=drawn, verbose=verbose)
+    runner = Runner(app.inventory(), opening, req, progress, registry=app.registry(suite_dir or []))
     try:
         with progress:
-            outcome = asyncio.run(runner.resume(store.resolve_run_id(resume)) if resume else runner.run())
+            outcome = asyncio.run(runner.resume(runner.store.resolve_run_id(resume)) if resume else runner.run())
     except KeyboardInterrupt:
         render.interrupted(runner.run_id)
         raise typer.Exit(130) from None
     from orchestrator.cli.runs import SHOW_MAX_RESULTS
 
+    store = runner.store
     page = store.results(outcome.run_id, limit=SHOW_MAX_RESULTS)
     if json_out:
         from orchestrator.rundoc import run_document

@@ -65,7 +65,7 @@ def test_commands_are_real_orch_commands(compose: dict[str, Any]) -> None:
 
 
 def test_env_names_are_real_settings(compose: dict[str, Any]) -> None:
-    fields = {f"ORCH_{name.upper()}" for name in Settings.model_fields}
+    fields = {f"ORCH_{name.upper()}" for name in Settings.FIELDS}
     for name in ("migrate", "api"):
         env = compose["services"][name]["environment"]
         orch_vars = {k for k in env if k.startswith("ORCH_")}

@@ -1,0 +1,52 @@
+"""The inner loop (issue 21 item 8): what one short ``orch run`` costs, checked by what it does, never by a clock.
+
+- a run on a ``connection: local`` host imports no SSH stack (asyncssh is imported when an SSH host connects);
+- the store opens on its own thread while the hosts are reached, and what opening it raises still ends the run
+  with the one clear line and exit 2 (nothing stored, nothing drawn on stderr);
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.e2e.conftest import Orch
+from tests.plugins.sshd import SshdBed
+
+DEADLINE_S = 240  # spawns Python processes on a loaded machine
+
+
+def _imported(stderr: str) -> set[str]:
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_a_run_on_a_local_host_imports_no_ssh_stack(tmp_path: Path) -> None:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, orch_home: {tmp_path}/h}}\n")
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "orchestrator", "run", "noop", "--hosts", "localhost", "--json"],
+        cwd=tmp_path, env=orch.env(), capture_output=True, text=True, timeout=DEADLINE_S,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    assert json.loads(proc.stdout)["status"] == "completed"
+    imported = _imported(proc.stderr)
+    assert "orchestrator.runner" in imported and "sqlalchemy" in imported  # it did run and store
+    assert not imported & {"asyncssh", "orchestrator.hostkeys", "orchestrator.transport.ssh", "pydantic_settings"}
+
+
+def test_a_bad_database_url_ends_an_ssh_run_with_one_clear_line(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    """The store opens while the host is reached; its error is still the run's only output, exit 2."""
+    h = sshd_bed.add("gpu-a")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"g": [h]}))
+    orch = Orch(inv, "nosuchdriver://orch@127.0.0.1/orch", tmp_path)
+    res = orch("run", "noop", "--hosts", "gpu-a")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stdout == ""
+    assert res.stderr.splitlines() == [
+        "error: no database driver for 'nosuchdriver'",
+        "hint: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (install orch[postgres] for psycopg)",
+    ]
