@@ -37,22 +37,22 @@ async def test_offer_of_an_unknown_host_names_the_inventory_host_and_the_first_u
     sshd_bed: SshdBed, client_home: ClientHome
 ) -> None:
     h = sshd_bed.add("of-unknown", trusted=False)
-    client_home.add_config("Host *\n  HashKnownHosts yes\n")
-    client_home.trust("not-a-key-line")  # OpenSSH skips it; the offer reports it once
+    fleet = client_home.home / "fleet_known_hosts"  # first of two user files, not the default path
+    fleet.write_text("not-a-key-line\n")  # OpenSSH skips it; the offer reports it once
+    client_home.add_config(f"Host *\n  HashKnownHosts yes\n  UserKnownHostsFile {fleet} {client_home.known_hosts}\n")
     offer = await trust.fetch_offer(_host("gpu-a", peers.entry(h)), timeout_s=peers.TIMEOUT_S)
 
     fp = peers.fingerprint(h.host_keys["ed25519"].with_suffix(".pub"))  # ssh-keygen -lf, independent of orch
     assert (offer.host, offer.hostname, offer.port, offer.key_name) == ("gpu-a", h.address, h.port, h.address)
     assert offer.blob == _blob(h)
     assert (offer.fingerprint, offer.key_type) == (fp, "ssh-ed25519")
-    # UserKnownHostsFile lists known_hosts then known_hosts2 (the bed's config): the first is written.
-    assert offer.known_hosts_file == client_home.known_hosts
+    assert offer.known_hosts_file == fleet  # UserKnownHostsFile's first file is the one written
     assert offer.hashed is True
     assert offer.host_key_alias is None
     v = offer.verdict
     assert (v.verdict, v.name, v.offered_fingerprint, v.known) == ("unknown", f"[{h.address}]:{h.port}", fp, [])
     assert v.hint.endswith("then: orch hosts trust gpu-a"), v.hint  # the inventory name, not the address
-    assert offer.warnings == (KnownHostsWarning(str(client_home.known_hosts), 1, offer.warnings[0].message),)
+    assert offer.warnings == (KnownHostsWarning(str(fleet), 1, "no key after the host patterns"),)
     assert offer.to_dict() == {
         "host": "gpu-a",
         "hostname": h.address,
@@ -60,8 +60,8 @@ async def test_offer_of_an_unknown_host_names_the_inventory_host_and_the_first_u
         "fingerprint": fp,
         "key_type": "ssh-ed25519",
         "verdict": "unknown",
-        "known_hosts_file": str(client_home.known_hosts),
-        "warnings": [{"file": str(client_home.known_hosts), "line": 1, "message": offer.warnings[0].message}],
+        "known_hosts_file": str(fleet),
+        "warnings": [{"file": str(fleet), "line": 1, "message": "no key after the host patterns"}],
     }
 
 
