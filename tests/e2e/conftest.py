@@ -6,13 +6,21 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from orchestrator.store.repo import Store
 from tests.plugins.sshd import SshdBed
+
+LOCAL_INVENTORY = "groups:\n  local:\n    hosts:\n      localhost: {connection: local}\n"
+"""One ``connection: local`` host, ``localhost`` in group ``local``."""
+
+TINY_CASE = {"E": 16, "k": 4, "shared": 1, "H": 256, "I": 128, "dtype": "fp32"}
+"""The moe-sweep ``tiny`` preset's case parameters but M (orchestrator/suites.py)."""
 
 
 @dataclass
@@ -74,3 +82,32 @@ def two_hosts_any_db(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Or
     up = orch("db", "upgrade")
     assert up.returncode == 0, up.stdout + up.stderr
     return orch, hosts
+
+
+def local_orch(tmp_path: Path) -> Orch:
+    """``orch`` over ``LOCAL_INVENTORY`` and an SQLite store in ``tmp_path``, upgraded to head with ``orch db
+    upgrade``. Test modules take it as their ``orch`` fixture: ``orch = pytest.fixture(local_orch, name="orch")``."""
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(LOCAL_INVENTORY)
+    o = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    res = o("db", "upgrade")
+    assert res.returncode == 0, res.stderr
+    return o
+
+
+def store_of(orch: Orch) -> Iterator[Store]:
+    """The module's ``orch`` fixture's store, opened in this process and closed after the test
+    (``store = pytest.fixture(store_of, name="store")``)."""
+    s = Store.from_url(orch.db_url)
+    yield s
+    s.close()
+
+
+def sqlite_db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
+    """An SQLite store at head in ``tmp_path``: its URL for the CLI and the open store to fill
+    (``db = pytest.fixture(sqlite_db, name="db")``)."""
+    url = f"sqlite:///{tmp_path / 'orch.db'}"
+    store = Store.from_url(url)
+    store.upgrade()
+    yield url, store
+    store.close()

@@ -5,32 +5,16 @@ p10–p90 spread is wider than 20% of its median is marked noisy."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
-from tests.e2e.conftest import Orch
+from tests.e2e.conftest import Orch, local_orch, store_of
 
-
-@pytest.fixture
-def orch(tmp_path: Path) -> Orch:
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text("groups:\n  local:\n    hosts:\n      localhost: {connection: local}\n")
-    o = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
-    res = o("db", "upgrade")
-    assert res.returncode == 0, res.stderr
-    return o
-
-
-@pytest.fixture
-def store(orch: Orch) -> Iterator[Store]:
-    s = Store.from_url(orch.db_url)
-    yield s
-    s.close()
+orch = pytest.fixture(local_orch, name="orch")
+store = pytest.fixture(store_of, name="store")
 
 
 def _run(store: Store, suite: str, figures: list[tuple[int, float, float, float]]) -> str:

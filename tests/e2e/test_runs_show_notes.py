@@ -4,8 +4,6 @@ footnote, "no plateau within the sweep" for a ramp, and why the percent columns 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,18 +11,11 @@ import pytest
 from orchestrator.cli.render import PLATEAU_NOTE
 from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
+from tests.e2e.conftest import TINY_CASE, sqlite_db
 from tests.e2e.test_untrusted_text import _orch
 
-TINY = {"E": 16, "k": 4, "shared": 1, "H": 256, "I": 128, "dtype": "fp32"}
-
-
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    url = f"sqlite:///{tmp_path / 'orch.db'}"
-    store = Store.from_url(url)
-    store.upgrade()
-    yield url, store
-    store.close()
+TINY = TINY_CASE
+db = pytest.fixture(sqlite_db, name="db")
 
 
 def _sweep(store: Store, host: str, facts: dict[str, Any], times: dict[int, float]) -> str:

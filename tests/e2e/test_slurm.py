@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +68,27 @@ def _finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any], str]:
     return proc.returncode, json.loads(out), err
 
 
+@contextmanager
+def _killed_if_left(proc: subprocess.Popen[str]) -> Iterator[None]:
+    """Kill ``proc`` (an ``orch run``) if the block leaves it running, e.g. when an assertion fails."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
+def _cancel(orch: Orch, slurm_env: SlurmCluster, proc: subprocess.Popen[str], run_id: str,
+            job: str) -> tuple[int, dict[str, Any], str]:  # fmt: skip
+    """``orch cancel RUN`` while ``proc`` runs it; returns ``proc``'s exit code, JSON and stderr once sacct says the
+    job is CANCELLED."""
+    cancel = orch.json("cancel", run_id)
+    assert cancel["status"] == "cancelled"
+    assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
+    return _finish(proc)
+
+
 def test_cpu_suite_end_to_end_into_the_store(slurm_env: SlurmCluster, tmp_path: Path) -> None:
     orch = _inventory(tmp_path, slurm_env, time="5")
     doc = orch.json("run", "noop", "--hosts", "cluster", "--set", "ms=2", "--repeat", "3")
@@ -97,7 +120,7 @@ def test_cpu_suite_end_to_end_into_the_store(slurm_env: SlurmCluster, tmp_path: 
 def test_pending_job_is_shown_with_its_reason_and_cancellable(slurm_env: SlurmCluster, tmp_path: Path) -> None:
     orch = _inventory(tmp_path, slurm_env, nodes=5)  # the cluster has one node: pending (PartitionConfig)
     proc = orch.popen("run", "noop", "--hosts", "cluster", "--json")
-    try:
+    with _killed_if_left(proc):
         pending = _wait_for("a pending job with its reason",
                             lambda: (d := _latest(orch)) and (d.get("slurm") or {}).get("reason") and d)  # fmt: skip
         assert pending["slurm"]["state"] == "PENDING"
@@ -106,14 +129,7 @@ def test_pending_job_is_shown_with_its_reason_and_cancellable(slurm_env: SlurmCl
         assert job in slurm_env.squeue_ids()
         text = orch("runs", "show", pending["run_id"]).stdout
         assert f"slurm job {job} (group cluster): PENDING, reason PartitionConfig" in text
-        cancel = orch.json("cancel", pending["run_id"])
-        assert cancel["status"] == "cancelled"
-        assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
-        rc, doc, err = _finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        rc, doc, err = _cancel(orch, slurm_env, proc, pending["run_id"], job)
     assert rc == 1 and doc["status"] == "cancelled", err[-2000:]
     assert job not in slurm_env.squeue_ids() or _sacct_state(slurm_env, job) == "CANCELLED"
     assert _latest(orch)["status"] == "cancelled"  # type: ignore[index]
@@ -136,18 +152,11 @@ def test_a_job_killed_at_its_time_limit_is_timeout(slurm_env: SlurmCluster, tmp_
 def test_orch_cancel_runs_scancel_on_a_running_job(slurm_env: SlurmCluster, tmp_path: Path) -> None:
     orch = _inventory(tmp_path, slurm_env, time="5")
     proc = orch.popen("run", "noop", "--hosts", "cluster", "--set", "ms=600000", "--repeat", "1", "--json")
-    try:
+    with _killed_if_left(proc):
         running = _wait_for("the node's hello stored", lambda: (d := _latest(orch)) and d["hosts"] and
                             (d.get("slurm") or {}).get("state") == "RUNNING" and d)  # fmt: skip
+        rc, doc, err = _cancel(orch, slurm_env, proc, running["run_id"], running["slurm"]["job_id"])
         job = running["slurm"]["job_id"]
-        cancel = orch.json("cancel", running["run_id"])
-        assert cancel["status"] == "cancelled"
-        assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
-        rc, doc, err = _finish(proc)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert rc == 1 and doc["status"] == "cancelled", err[-2000:]
     assert [h["status"] for h in doc["hosts"]] == ["cancelled"]
     assert job not in slurm_env.squeue_ids() or _sacct_state(slurm_env, job) == "CANCELLED"
@@ -262,16 +271,12 @@ def test_node_local_agent_dir_is_filled_by_sbcast(slurm_env: SlurmCluster, tmp_p
 def test_ctrl_c_scancels_the_job(slurm_env: SlurmCluster, tmp_path: Path) -> None:
     orch = _inventory(tmp_path, slurm_env, time="5")
     proc = orch.popen("run", "noop", "--hosts", "cluster", "--set", "ms=600000")
-    try:
+    with _killed_if_left(proc):
         running = _wait_for("the node's hello stored", lambda: (d := _latest(orch)) and d["hosts"] and
                             d["hosts"][0]["status"] == "running" and d)  # fmt: skip
         job = running["slurm"]["job_id"]
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=scaled(120))
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 130
     assert _wait_for("sacct CANCELLED", lambda: _sacct_state(slurm_env, job) == "CANCELLED")
     after = _latest(orch)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Orch
+from tests.e2e.conftest import Orch, local_orch
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "suites.md"
 
@@ -24,12 +24,7 @@ def _example() -> str:
 def orch(tmp_path: Path) -> Orch:
     (tmp_path / "my-suites").mkdir()
     (tmp_path / "my-suites" / "sha256-speed.yaml").write_text(_example(), encoding="utf-8")
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text("groups:\n  local:\n    hosts:\n      localhost: {connection: local}\n")
-    o = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
-    res = o("db", "upgrade")
-    assert res.returncode == 0, res.stderr
-    return o
+    return local_orch(tmp_path)
 
 
 def test_the_docs_example_loads_and_runs(orch: Orch, tmp_path: Path) -> None:
