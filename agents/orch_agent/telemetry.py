@@ -121,14 +121,16 @@ def _own_session(pid: int) -> bool:
         return False  # another PID namespace or gone: not ours to judge as ours
 
 
-def _loadavg() -> list[float] | None:
+def loadavg() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (``os.getloadavg``), to 2 decimals; None where there are none."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
 
 
-def _governors() -> dict[str, int]:
+def cpu_governors() -> dict[str, int]:
+    """How many CPUs run each cpufreq scaling governor (``{"performance": 64}``); empty without cpufreq."""
     out: dict[str, int] = {}
     base = "/sys/devices/system/cpu"
     try:
@@ -167,7 +169,7 @@ class CaseTelemetry:
 
     def start(self) -> CaseTelemetry:
         self._t0 = time.monotonic()
-        self._cpu = {"governors": _governors(), "loadavg_start": _loadavg()}
+        self._cpu = {"governors": cpu_governors(), "loadavg_start": loadavg()}
         if not self.exe:
             return self
         self._reason = reason_field(self.exe)
@@ -247,7 +249,7 @@ class CaseTelemetry:
             if not self.rows:
                 rc = self._proc.returncode
                 self.error = (stderr or "").strip()[-500:] or f"nvidia-smi gave no sample (exit {rc})"
-        self._cpu["loadavg_end"] = _loadavg()
+        self._cpu["loadavg_end"] = loadavg()
         self._summary = self.summary()
         return self._summary
 
