@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import hmac
+import logging
 from datetime import datetime, timezone
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import Depends, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, SecretStr, TypeAdapter
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import SuiteError, UsageError
 from orchestrator.settings import Settings
 from orchestrator.store.repo import RUN_REF_FORMS, Store
+
+if TYPE_CHECKING:
+    from orchestrator.suites.registry import Registry
+
+_log = logging.getLogger("orch.api")
 
 RUN_REF_HELP = f"a run: {RUN_REF_FORMS} (as the CLI takes it)"
 RUN_ID_PATTERN = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
@@ -119,3 +125,20 @@ RunRefQuery = Annotated[str, Query(max_length=200, description=RUN_REF_HELP)]
 Text = Annotated[str | None, Query(max_length=255, pattern=TEXT_PATTERN)]
 Limit = Annotated[int, Query(ge=1, le=1000, description="page size")]
 Offset = Annotated[int, Query(ge=0, le=10_000_000, description="rows to skip")]
+
+
+def suite_registry(request: Request) -> Registry:
+    """Built-in and YAML suites (ORCH_SUITE_DIR), loaded once per app; bad suite files leave the built-ins (logged)."""
+    reg: Registry | None = getattr(request.app.state, "registry", None)
+    if reg is None:
+        from orchestrator.suites.loader import load_registry
+        from orchestrator.suites.registry import builtin_registry
+
+        settings = get_settings(request)
+        try:
+            reg = load_registry([settings.suite_dir] if settings.suite_dir else [])
+        except SuiteError as exc:
+            _log.warning("suite files not loaded for the dashboard's plots: %s", exc.message)
+            reg = builtin_registry()
+        request.app.state.registry = reg
+    return reg

@@ -62,6 +62,17 @@ def test_runs_list_filters_and_pagination(api: Api) -> None:
         assert c.get("/api/v1/runs", params={"until": "2999-01-01T00:00:00+02:00"}).json()["total"] == 3
 
 
+def test_runs_list_of_an_unknown_suite_is_a_400_but_a_known_one_without_runs_is_empty(api: Api) -> None:
+    with api.client() as c:
+        typo = c.get("/api/v1/runs", params={"suite": "moe-swep"})
+        assert typo.status_code == 400, typo.text
+        detail = typo.json()["detail"]
+        assert "'moe-swep' is neither a known suite nor one with stored runs" in str(detail)
+        assert "moe-sweep" in str(detail) and "hbm-bandwidth" in str(detail)
+        assert c.get("/api/v1/runs", params={"suite": "decode"}).json()["total"] == 0  # built-in, no runs yet
+        assert c.get("/api/v1/runs", params={"suite": "moe-swep", "host": "h1"}).status_code == 400
+
+
 def test_run_detail_results_and_roof(api: Api) -> None:
     with api.client() as c:
         run = c.get(f"/api/v1/runs/{api.runs['head']}").json()

@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
-from orchestrator.api.deps import Limit, Offset, RunId, StoreDep, Text, as_utc, require_write
+from orchestrator.api.deps import Limit, Offset, RunId, StoreDep, Text, as_utc, require_write, suite_registry
 from orchestrator.api.schemas import LabelIn, RunDetailOut, RunPage, RunSummaryOut
+from orchestrator.errors import UsageError
 from orchestrator.store.records import RunFilter
 
 router = APIRouter(tags=["runs"])
@@ -17,6 +18,7 @@ Status = Literal["pending", "running", "completed", "partial", "failed", "cancel
 
 @router.get("/runs", response_model=RunPage)
 def list_runs(
+    request: Request,
     store: StoreDep,
     suite: Text = None,
     host: Text = None,
@@ -33,6 +35,11 @@ def list_runs(
         suite=suite, host=host, status=status, label=label, since=as_utc(since), until=as_utc(until)
     )
     page = store.list_runs(f, limit=limit, offset=offset)
+    if suite is not None and page.total == 0:
+        known = set(store.stored_suites()) | set(suite_registry(request).names())
+        if suite not in known:  # an empty page for a typo would read as "no runs yet"
+            raise UsageError(f"suite {suite!r} is neither a known suite nor one with stored runs",
+                             f"suites: {', '.join(sorted(known))}")  # fmt: skip
     items = [RunSummaryOut.model_validate(r) for r in page.items]
     return RunPage(total=page.total, limit=page.limit, offset=page.offset, items=items)
 

@@ -5,7 +5,6 @@ differences the run started with)."""
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
@@ -15,34 +14,15 @@ from orchestrator.api.deps import (
     RunId,
     RunRefQuery,
     StoreDep,
-    get_settings,
     record_response,
     resolve_run_ref,
+    suite_registry,
 )
 from orchestrator.api.schemas import RunSummaryOut
 from orchestrator.api.schemas_views import RunFlagsOut, ViewsOut
-from orchestrator.errors import SuiteError
-from orchestrator.suites.registry import Registry, builtin_registry
 from orchestrator.views_service import MAX_RUNS, run_views
 
 router = APIRouter(tags=["views"])
-_log = logging.getLogger("orch.api")
-
-
-def _registry(request: Request) -> Registry:
-    """Built-in and YAML suites (ORCH_SUITE_DIR), loaded once per app; bad suite files leave the built-ins."""
-    reg: Registry | None = getattr(request.app.state, "registry", None)
-    if reg is None:
-        from orchestrator.suites.loader import load_registry
-
-        settings = get_settings(request)
-        try:
-            reg = load_registry([settings.suite_dir] if settings.suite_dir else [])
-        except SuiteError as exc:
-            _log.warning("suite files not loaded for the dashboard's plots: %s", exc.message)
-            reg = builtin_registry()
-        request.app.state.registry = reg
-    return reg
 
 
 @router.get("/views", response_model=ViewsOut)
@@ -54,7 +34,7 @@ def views(
     x: Annotated[str | None, Query(pattern=NAME_PATTERN, description="case parameter on x; default the sweep")] = None,
 ) -> Response:
     ids = [resolve_run_ref(store, ref, "run") for ref in run]
-    return record_response(run_views(store, ids, registry=_registry(request), metric=metric, x=x))
+    return record_response(run_views(store, ids, registry=suite_registry(request), metric=metric, x=x))
 
 
 @router.get("/resolve", response_model=RunSummaryOut)
