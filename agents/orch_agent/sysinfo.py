@@ -288,6 +288,28 @@ def _xid() -> dict:
     return {"readable": True, "count": len(lines), "lines": lines[-XID_LINES_KEPT:]}
 
 
+def _cpu_governors() -> dict:
+    out: dict = {}
+    base = "/sys/devices/system/cpu"
+    for name in _listdir(base):
+        if not (name.startswith("cpu") and name[3:].isdigit()):
+            continue
+        try:
+            with open(os.path.join(base, name, "cpufreq", "scaling_governor")) as f:
+                gov = f.read().strip()
+        except OSError:
+            continue
+        out[gov] = out.get(gov, 0) + 1
+    return out
+
+
+def _loadavg():
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
 def _fleet_argvs(exe):
     """The fleet's extra nvidia-smi calls: remapped rows and NVLink state."""
     return {
@@ -300,10 +322,8 @@ def _fleet(smi: dict, xid=None, extra=None) -> dict:
     """The fleet facts besides the GPU rows (see the module docstring); the nvidia-smi answers only where it lists
     GPUs. ``xid`` and ``extra`` (``{"remapped_rows": ..., "nvlink": ...}`` from :func:`_run`): already gathered
     (``collect`` runs them at the same time as the GPU query); else run here."""
-    from .telemetry import cpu_governors, loadavg  # the case telemetry's readings, imported when needed
-
     out = {"remapped_rows": None, "nvlink": None, "xid": _xid() if xid is None else xid,
-           "cpu_governors": cpu_governors(), "loadavg": loadavg()}
+           "cpu_governors": _cpu_governors(), "loadavg": _loadavg()}
     exe = shutil.which("nvidia-smi")
     if exe and smi.get("found") and _has_row(smi.get("stdout", "")):
         for key, argv in _fleet_argvs(exe).items():

@@ -121,16 +121,14 @@ def _own_session(pid: int) -> bool:
         return False  # another PID namespace or gone: not ours to judge as ours
 
 
-def loadavg() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages (``os.getloadavg``), to 2 decimals; None where there are none."""
+def _loadavg() -> list[float] | None:
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return None
 
 
-def cpu_governors() -> dict[str, int]:
-    """How many CPUs run each cpufreq scaling governor (``{"performance": 64}``); empty without cpufreq."""
+def _governors() -> dict[str, int]:
     out: dict[str, int] = {}
     base = "/sys/devices/system/cpu"
     try:
@@ -169,7 +167,7 @@ class CaseTelemetry:
 
     def start(self) -> CaseTelemetry:
         self._t0 = time.monotonic()
-        self._cpu = {"governors": cpu_governors(), "loadavg_start": loadavg()}
+        self._cpu = {"governors": _governors(), "loadavg_start": _loadavg()}
         if not self.exe:
             return self
         self._reason = reason_field(self.exe)
@@ -249,7 +247,7 @@ class CaseTelemetry:
             if not self.rows:
                 rc = self._proc.returncode
                 self.error = (stderr or "").strip()[-500:] or f"nvidia-smi gave no sample (exit {rc})"
-        self._cpu["loadavg_end"] = loadavg()
+        self._cpu["loadavg_end"] = _loadavg()
         self._summary = self.summary()
         return self._summary
 
