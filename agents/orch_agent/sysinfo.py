@@ -288,7 +288,9 @@ def _xid() -> dict:
     return {"readable": True, "count": len(lines), "lines": lines[-XID_LINES_KEPT:]}
 
 
-def _cpu_governors() -> dict:
+def cpu_governors() -> dict:
+    """How many CPUs run each cpufreq scaling governor (``{"performance": 64}``); empty without cpufreq. Also
+    read by the case telemetry."""
     out: dict = {}
     base = "/sys/devices/system/cpu"
     for name in _listdir(base):
@@ -303,7 +305,8 @@ def _cpu_governors() -> dict:
     return out
 
 
-def _loadavg():
+def loadavg():
+    """The 1, 5 and 15 minute load averages (``os.getloadavg``), to 2 decimals; None where there are none."""
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
@@ -323,7 +326,7 @@ def _fleet(smi: dict, xid=None, extra=None) -> dict:
     GPUs. ``xid`` and ``extra`` (``{"remapped_rows": ..., "nvlink": ...}`` from :func:`_run`): already gathered
     (``collect`` runs them at the same time as the GPU query); else run here."""
     out = {"remapped_rows": None, "nvlink": None, "xid": _xid() if xid is None else xid,
-           "cpu_governors": _cpu_governors(), "loadavg": _loadavg()}
+           "cpu_governors": cpu_governors(), "loadavg": loadavg()}
     exe = shutil.which("nvidia-smi")
     if exe and smi.get("found") and _has_row(smi.get("stdout", "")):
         for key, argv in _fleet_argvs(exe).items():

@@ -34,6 +34,8 @@ import threading
 import time
 from typing import Any
 
+from .sysinfo import cpu_governors, loadavg
+
 DEFAULT_INTERVAL_MS = 100
 APPS_EVERY_S = 2.0
 APPS_FIELDS = "pid,process_name,used_memory,gpu_uuid"
@@ -121,31 +123,6 @@ def _own_session(pid: int) -> bool:
         return False  # another PID namespace or gone: not ours to judge as ours
 
 
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return None
-
-
-def _governors() -> dict[str, int]:
-    out: dict[str, int] = {}
-    base = "/sys/devices/system/cpu"
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return out
-    for name in names:
-        if name.startswith("cpu") and name[3:].isdigit():
-            try:
-                with open(os.path.join(base, name, "cpufreq", "scaling_governor")) as f:
-                    gov = f.read().strip()
-            except OSError:
-                continue
-            out[gov] = out.get(gov, 0) + 1
-    return out
-
-
 class CaseTelemetry:
     """Samples the GPUs ``gpus`` every ``interval_ms`` from :meth:`start` to :meth:`stop` (see the module
     docstring). With no nvidia-smi, only the CPU side is recorded."""
@@ -167,7 +144,7 @@ class CaseTelemetry:
 
     def start(self) -> CaseTelemetry:
         self._t0 = time.monotonic()
-        self._cpu = {"governors": _governors(), "loadavg_start": _loadavg()}
+        self._cpu = {"governors": cpu_governors(), "loadavg_start": loadavg()}
         if not self.exe:
             return self
         self._reason = reason_field(self.exe)
@@ -247,7 +224,7 @@ class CaseTelemetry:
             if not self.rows:
                 rc = self._proc.returncode
                 self.error = (stderr or "").strip()[-500:] or f"nvidia-smi gave no sample (exit {rc})"
-        self._cpu["loadavg_end"] = _loadavg()
+        self._cpu["loadavg_end"] = loadavg()
         self._summary = self.summary()
         return self._summary
 
