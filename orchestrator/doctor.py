@@ -21,6 +21,7 @@ from orchestrator.fanout import fanout
 from orchestrator.hostkeys import KnownHostsWarning
 from orchestrator.inventory import Host, Inventory
 from orchestrator.leases import lease_summary
+from orchestrator.numfmt import number
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import Transport
 from orchestrator.transport.sshconfig import SshResolver, ssh_binary
@@ -276,7 +277,7 @@ def disk_check(facts: dict[str, Any]) -> Check:
     if not isinstance(free, int):
         return Check("disk", "warn", "free space unknown", {})
     data = {"path": disk.get("path"), "free_bytes": free, "total_bytes": disk.get("total_bytes")}
-    text = f"{free / 1e9:.1f} GB free at {disk.get('path')}"
+    text = f"{number(free / 1e9, min_decimals=1)} GB free at {disk.get('path')}"
     if free < DISK_FAIL_BYTES:
         return Check("disk", "fail", text, {**data, "hint": "free space on the host before deploying"})
     if free < DISK_WARN_BYTES:

@@ -14,6 +14,7 @@ from typing import Any
 
 from orchestrator.cli.render import console, safe
 from orchestrator.hostgroups import fold, generalize, group_by
+from orchestrator.numfmt import number
 from orchestrator.store.compute import short_run_id
 from orchestrator.wording import counted
 
@@ -170,7 +171,8 @@ def deploy_summary(report: Any) -> None:
         if r["ok"]:
             build = f"build {r['build_sha'][:12]} {r['build']}" if r.get("build_sha") else "no build"
             switched = "; switched" if r.get("switched") else ""
-            text = f"agent {r['agent_sha'][:12]} {r['agent']}; {build}{switched}; {r['uploaded_bytes'] / 1e6:.2f} MB"
+            mb = number(r["uploaded_bytes"] / 1e6, min_decimals=2)
+            text = f"agent {r['agent_sha'][:12]} {r['agent']}; {build}{switched}; {mb} MB"
             text += " uploaded"
             good.append((r["host"], text))
     for ok_group in group_by(good):

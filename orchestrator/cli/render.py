@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from orchestrator.analysis.compare import is_wide, relative_spread
 from orchestrator.errors import OrchError
+from orchestrator.numfmt import number
 from orchestrator.store.compute import short_run_id
 from orchestrator.wording import counted
 
@@ -348,16 +349,14 @@ def _redact_url(url: str) -> str:
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        if x == 0:
-            return "0"
-        mag = abs(x)
-        if mag < 1e-3 or mag >= 1e5:
-            return f"{x:.{digits}g}"
-        return f"{x:,.{max(0, digits - len(str(int(mag))))}f}"
-    return str(x)
+    """A numeric table cell: ``orchestrator.numfmt.number`` (>= ``digits`` significant figures, never a non-zero
+    value shown as 0)."""
+    return number(x, digits)
+
+
+def _ratio(x: float | None) -> str:
+    """head/base and its interval: 3 decimals (``1.001``), more when the value is small (``0.000400``)."""
+    return number(x, 3, min_decimals=3)
 
 
 def _when(dt: Any, *, short: bool = False) -> str:
@@ -676,7 +675,7 @@ def comparison_table(cmp: Any) -> None:
         right = col not in ("host", "case", "verdict")
         t.add_column(col, justify="right" if right else "left", overflow="fold")
     for x in cmp.cases:
-        ratio = "-" if x.ratio is None else f"{x.ratio:.3f}"
+        ratio = _ratio(x.ratio)
         extra = _stats_cells(x.stats) if tested else ()
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
         base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
@@ -686,7 +685,7 @@ def comparison_table(cmp: Any) -> None:
         t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, *extra, verdict)
     c = console()
     c.print(t)
-    gm = "-" if cmp.geomean is None else f"{cmp.geomean:.3f}"
+    gm = _ratio(cmp.geomean)
     c.print(
         f"geometric mean head/base: [bold]{gm}[/bold] over {counted(len(cmp.cases), 'case')}: "
         f"{verdict_summary(cmp.verdicts)} "
@@ -723,7 +722,7 @@ def _stats_cells(st: Any) -> tuple[str, str]:
     if st is None or st.ci_low is None or st.ci_high is None:
         return "-", "-"
     q = "-" if st.q_value is None else f"{st.q_value:.2g}"
-    return f"{st.ci_low:.3f}–{st.ci_high:.3f}", q
+    return f"{_ratio(st.ci_low)}–{_ratio(st.ci_high)}", q
 
 
 def noise_floor_line(cmp: Any) -> str:
@@ -823,7 +822,7 @@ def deploy_table(report: Any) -> None:
                 safe(f"{r['agent_sha'][:12]} {r['agent']}"),
                 safe(build),
                 "switched" if r.get("switched") else "-",
-                f"{r['uploaded_bytes'] / 1e6:.2f} MB",
+                f"{number(r['uploaded_bytes'] / 1e6, min_decimals=2)} MB",
                 "",
             )
         else:
@@ -918,7 +917,7 @@ def projection(rec: Any) -> None:
         for h in ("M", "predicted ms", "measured ms", "error %"):
             ct.add_column(h, justify="right")
         for r in rec.rows["checked"]:
-            ct.add_row(str(r["M"]), _fmt(r["predicted_ms"]), _fmt(r["measured_ms"]), f"{r['error_pct']:+.1f}")
+            ct.add_row(str(r["M"]), _fmt(r["predicted_ms"]), _fmt(r["measured_ms"]), number(r["error_pct"], sign=True))
         c.print(ct)
 
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.cli.render import _case_text, comparison_table, console, noise_floor_line, safe
+from orchestrator.cli.render import _case_text, _ratio, comparison_table, console, noise_floor_line, safe
+from orchestrator.numfmt import number, percent
 from orchestrator.store.compute import short_run_id
 from orchestrator.wording import counted
 
 
 def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{x * 100:.2f}%"
+    return percent(x)
 
 
 def calibration_table(out: Any) -> None:
@@ -81,8 +82,9 @@ def check_outcome(out: Any) -> None:
     for x in out.slower:
         st = x.stats
         c.print(
-            f"[red]slower[/red]: {_where(x)} head/base {x.ratio:.3f} (95% CI {st.ci_low:.3f}–{st.ci_high:.3f}, "
-            f"q {st.q_value:.2g}, noise band ±{st.band * 100:.2f}%)",
+            f"[red]slower[/red]: {_where(x)} head/base {_ratio(x.ratio)} "
+            f"(95% CI {_ratio(st.ci_low)}–{_ratio(st.ci_high)}, "
+            f"q {st.q_value:.2g}, noise band ±{percent(st.band)})",
             soft_wrap=True,
         )
     if not out.confirm:
@@ -96,7 +98,7 @@ def check_outcome(out: Any) -> None:
     for x in out.slower:
         if (x.host, x.case_key) in reproduced:
             r = next(r for r in out.reproduced if (r.host, r.case_key) == (x.host, x.case_key))
-            c.print(f"[red]reproduced[/red]: {_where(x)} rerun/base {r.ratio:.3f}", soft_wrap=True)
+            c.print(f"[red]reproduced[/red]: {_where(x)} rerun/base {_ratio(r.ratio)}", soft_wrap=True)
         else:
             c.print(f"not reproduced: {_where(x)}", soft_wrap=True)
     if out.reproduced:
@@ -123,8 +125,8 @@ def changes_table(report: Any) -> None:
     for x in report.changes:
         t.add_row(
             safe(x.host), safe(_case_text(x.case, ("seed",))), short_run_id(x.run_id),
-            x.run_started_at.strftime("%Y-%m-%d %H:%M"), f"{x.before:.4g}", f"{x.after:.4g}",
-            "-" if x.change is None else f"{x.change * 100:+.1f}%", "-" if x.p_value is None else f"{x.p_value:.1g}",
+            x.run_started_at.strftime("%Y-%m-%d %H:%M"), number(x.before, 4), number(x.after, 4),
+            percent(x.change, sign=True), "-" if x.p_value is None else f"{x.p_value:.1g}",
         )  # fmt: skip
     c.print(t)
     c.print(f"{counted(len(report.changes), 'change point')} in {report.series} series "

@@ -54,6 +54,8 @@ function fmt(x, digits) {
   const d = digits || 4;
   return (NUMBER_FORMATS[d] ||= new Intl.NumberFormat("en-US", { maximumSignificantDigits: d })).format(x);
 }
+// head/base: 3 decimals (1.001) while that keeps 3 significant figures, else fmt's (a ratio is never shown as 0.000)
+const ratioText = (x) => x == null ? "-" : (x === 0 || Math.abs(x) >= 0.1 ? x.toFixed(3) : fmt(x, 3));
 const caseText = (c) => Object.entries(c || {}).filter(([n]) => n !== "seed").map(([n, v]) => `${n}=${v}`).join(" ");
 
 function go(href) { history.pushState(null, "", href); route(); }
@@ -335,7 +337,7 @@ async function comparePage(q, stale) {
     tb.append(el("tr", { class: mb.has(key) || mh.has(key) ? "flagged" : k.noisy ? "noisy" : null }, el("td", {}, k.host || "*"),
       el("td", { title: caseText(k.case) }, shownKeys.map((n) => `${n}=${k.case[n]}`).join(" ")),
       el("td", { class: "num" }, fmt(k.base)), el("td", { class: "num" }, fmt(k.head)),
-      el("td", { class: "num" }, k.ratio == null ? "-" : k.ratio.toFixed(3)),
+      el("td", { class: "num" }, ratioText(k.ratio)),
       el("td", { class: VERDICT_CLASS[k.verdict] || "" }, k.verdict),
       el("td", { class: "stats" }, k.stats ? `q ${fmt(k.stats.q_value, 2)} · 95% CI ${fmt(k.stats.ci_low)}–${fmt(k.stats.ci_high)} · ` +
         `n ${k.stats.n_base}/${k.stats.n_head}` : ""),
@@ -346,7 +348,7 @@ async function comparePage(q, stale) {
     el("h2", { id: "compare-title" }, `Compare ${c.metric}${c.unit ? " (" + c.unit + ")" : ""}: head ${c.head} / base ${c.base}`),
     el("p", { id: "compare-names" }, "base ", link(`/runs/${shortId(base.id)}`, name(base)), " · head ", link(`/runs/${shortId(head.id)}`, name(head)),
       ` · suite ${base.suite} · `, link(`/runs/${shortId(base.id)}?with=${shortId(head.id)}`, "plot both")),
-    el("p", { id: "compare-summary" }, `geometric mean head/base ${c.geomean == null ? "-" : c.geomean.toFixed(3)} ` +
+    el("p", { id: "compare-summary" }, `geometric mean head/base ${ratioText(c.geomean)} ` +
       `over ${c.cases.length} cases: ${Object.entries(c.verdicts || {}).filter(([, n]) => n).map(([v, n]) => `${n} ${v}`).join(", ") || "no verdicts"} (paired on ${c.paired_on}); ` +
       `only in base: ${c.only_base}, only in head: ${c.only_head}` + (c.warned ? `; ${c.warned} with failed requests` : "") +
       (marked ? `; ${marked} ran throttled or on a shared GPU` : "")),

@@ -61,8 +61,8 @@ def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
     ]  # fmt: skip
     rows = [line.split("│")[1:-1] for line in lines if line.count("│") == 7]
     assert [[cell.strip() for cell in row] for row in rows] == [
-        ["h1", "M=1", "0.100 (0.099–0.101)", "0.200 (0.199–0.201)", "2.000", "regression"],
-        ["h1", "M=64", "0.72 (0.16–53.0) noisy", "0.170 (0.165–0.175)", "0.236", "within noise"],
+        ["h1", "M=1", "0.100 (0.0990–0.101)", "0.200 (0.199–0.201)", "2.000", "regression"],
+        ["h1", "M=64", "0.720 (0.160–53.0) noisy", "0.170 (0.165–0.175)", "0.236", "within noise"],
     ]
     assert "geometric mean head/base: 0.687 over 2 cases: 1 regression, 1 within noise (paired on host+case)" in (
         res.stdout

@@ -42,7 +42,7 @@ def test_a_wide_spread_is_marked_noisy_and_named(db: tuple[str, Store], suite: s
     assert code == 0, text
     rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") >= 4}
     m1 = next(v for k, v in rows.items() if k in ("1", "M=1"))
-    assert "0.44 (0.40–155) noisy" in m1 or "0.44 (0.40–155) ms noisy" in m1, m1
+    assert "0.440 (0.400–155) noisy" in m1 or "0.440 (0.400–155) ms noisy" in m1, m1
     assert all("noisy" not in v for k, v in rows.items() if k not in ("1", "M=1"))
     flat = " ".join(text.split())
     assert f"noisy: cpu-0: M=1 time_ms 35136% — {NOISY_NOTE}" in flat

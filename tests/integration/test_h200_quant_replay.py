@@ -166,7 +166,7 @@ def test_cli_project_prints_inputs_rows_and_check(
     assert exc.value.code == 0
     out = capsys.readouterr().out
     assert "formula: t_mem = B/BW_src" in out and "target rtx-pro-6000-server: BW 1,597 GB/s" in out
-    assert "node 0.91 µs" in out and "M=1: 11.3 µs" in out and "(datasheet (NVIDIA RTX PRO 6000" in out
+    assert "node 0.915 µs" in out and "M=1: 11.3 µs" in out and "(datasheet (NVIDIA RTX PRO 6000" in out
     assert "check against run" in out and "h200 -> rtx-pro-6000-server" in out
     with pytest.raises(SystemExit) as exc:
         main(["--db", db_url, "project", "--run", runs["bf16"], "--to", "h200", "--layers", "2", "--json"])
