@@ -392,38 +392,61 @@ class Store:
         and status (``ingest.done_record``); ``case_start`` and unknown types are skipped. A result whose metrics
         are malformed is stored as an error row.
         """
+        return self.ingest_many([(run_id, host, events)])[0]
+
+    def ingest_many(self, batches: Sequence[tuple[str, str, Sequence[Event]]]) -> list[int]:
+        """Store the event batches of several host runs — ``(run_id, host, events)`` each, with the rules of
+        :meth:`ingest` — in ONE transaction (the runner's store writer batches across hosts: one commit, one
+        SELECT of the host runs, one INSERT of every result row, whatever the number of hosts). Returns the
+        result rows newly inserted per batch, in order. A host run may appear more than once: its batches are
+        applied in order. All or nothing: a batch that raises (ValueError for a gap in positions, NotFoundError
+        for an unknown host run) rolls back every batch of the call."""
+        if not batches:
+            return []
         with self._write() as s:
-            hr = self._host_run(s, run_id, host, lock=True)
-            nxt = hr.last_seq + 1
+            hrs = self._host_runs(s, {(rid, host) for rid, host, _ in batches}, lock=True)
             rows: list[dict[str, Any]] = []
-            for ev in events:
-                if ev.seq < nxt:
-                    continue
-                if ev.seq > nxt:
-                    raise ValueError(
-                        f"ingest for {host} in run {run_id}: position {ev.seq} follows {nxt - 1}; "
-                        "positions must be contiguous"
-                    )
-                self._apply(hr, ev, rows, run_id, host)
-                nxt += 1
-            hr.last_seq = nxt - 1
-            if not rows:
-                return 0
-            inserted = self._insert_results(s, rows)
+            spans: list[tuple[HostRun, int, int]] = []  # a batch's host run and its rows' [start, end) in rows
+            for run_id, host, events in batches:
+                hr = hrs[(run_id, host)]
+                start = len(rows)
+                nxt = hr.last_seq + 1
+                for ev in events:
+                    if ev.seq < nxt:
+                        continue
+                    if ev.seq > nxt:
+                        raise ValueError(
+                            f"ingest for {host} in run {run_id}: position {ev.seq} follows {nxt - 1}; "
+                            "positions must be contiguous"
+                        )
+                    self._apply(hr, ev, rows, run_id, host)
+                    nxt += 1
+                hr.last_seq = nxt - 1
+                spans.append((hr, start, len(rows)))
+            inserted = self._insert_results(s, rows) if rows else 0
             if inserted == len(rows):
-                errors = sum(1 for r in rows if r["status"] == "error")
-                hr.results += inserted - errors
-                hr.errors += errors
-            else:  # the unique backstop dropped rows another writer had stored: recount from the table
+                for hr, start, end in spans:
+                    errors = sum(1 for r in rows[start:end] if r["status"] == "error")
+                    hr.results += end - start - errors
+                    hr.errors += errors
+                return [end - start for _, start, end in spans]
+            # the unique backstop dropped rows another writer had stored: recount each host run from the table
+            before = {id(hr): (hr.results, hr.errors) for hr in hrs.values()}
+            for hr in hrs.values():
                 counts: dict[str, int] = dict(
                     s.execute(
                         select(Result.status, func.count())
-                        .where(Result.run_id == run_id, Result.host == host)
+                        .where(Result.run_id == hr.run_id, Result.host == hr.host)
                         .group_by(Result.status)
                     ).all()  # a list of rows: dict() would take a Result for a mapping (it has keys())
                 )
                 hr.results, hr.errors = counts.get("ok", 0), counts.get("error", 0)
-            return inserted
+            out, seen = [], set()
+            for hr, _, _ in spans:  # a host run's new rows go to its first batch of the call
+                old = before[id(hr)]
+                out.append(0 if id(hr) in seen else hr.results + hr.errors - old[0] - old[1])
+                seen.add(id(hr))
+            return out
 
     def _insert_results(self, s: Session, rows: list[dict[str, Any]]) -> int:
         """Insert result rows, skipping (run_id, host, seq) already stored; returns the number inserted.
@@ -897,6 +920,30 @@ class Store:
         if run is None:
             raise NotFoundError(f"no run {run_id!r} in the store", "list runs with `orch runs list`")
         return run
+
+    def _host_runs(
+        self, s: Session, keys: set[tuple[str, str]], *, lock: bool = False
+    ) -> dict[tuple[str, str], HostRun]:
+        """The host runs of ``(run_id, host)`` keys, one SELECT per run; NotFoundError names one that is missing."""
+        by_run: dict[str, list[str]] = defaultdict(list)
+        for rid, host in sorted(keys):
+            by_run[rid].append(host)
+        out: dict[tuple[str, str], HostRun] = {}
+        for rid, hosts in by_run.items():
+            for i in range(0, len(hosts), 900):  # SQLite before 3.32 caps bound parameters at 999
+                q = (
+                    select(HostRun)
+                    .where(HostRun.run_id == rid, HostRun.host.in_(hosts[i : i + 900]))
+                    .order_by(HostRun.host)  # rows locked in one order by every writer: no lock-order deadlock
+                )
+                for hr in s.scalars(q.with_for_update() if lock else q):
+                    out[(rid, hr.host)] = hr
+        for rid, host in sorted(keys):
+            if (rid, host) not in out:
+                raise NotFoundError(
+                    f"no host {host!r} in run {rid!r}", "the run's hosts are fixed by create_run; check the run id"
+                )
+        return out
 
     def _host_run(self, s: Session, run_id: str, host: str, *, lock: bool = False) -> HostRun:
         q = select(HostRun).where(HostRun.run_id == run_id, HostRun.host == host)

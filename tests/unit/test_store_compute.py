@@ -6,6 +6,7 @@ test; these are the guards of its mutation run (docs/testing.md)."""
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import uuid
 from datetime import datetime, timezone
@@ -13,6 +14,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.store import compute as c
 
@@ -215,3 +218,35 @@ def test_volatile_keys_and_limits() -> None:
     assert c.VOLATILE_CASE_KEYS == {
         "seed", "repeat", "repeats", "warmup", "warmups", "iters", "iterations", "case_index", "run_id", "ts"
     }
+
+
+def _stdlib_key(case: dict[Any, Any]) -> str:
+    stable = {k: v for k, v in case.items() if k not in c.VOLATILE_CASE_KEYS}
+    return _sha(json.dumps(stable, sort_keys=True, separators=(",", ":"), default=str))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        {"s": "é"}, {"é": 1}, {"s": "\x7f"}, {"s": "\x00\x1f\"\\/\b\f\n\r\t"}, {"s": "\u2028 ☃ \U0001f600"},
+        {"big": 2**64}, {"big": -(2**63) - 1}, {"m": 2**63}, {"x": 1.5e-7}, {"x": 1e16}, {"x": 0.1},
+        {"b": True, "n": None, "i": -3}, {"l": [1, "é"]}, {"d": {"z": 1, "a": 2}}, {1: "int key"},
+        {"B": 1, "a": 2, "_": 3, "A": 4}, {"seed": 1, "M": 2},
+    ],
+)  # fmt: skip
+def test_case_key_fast_path_writes_the_stdlib_bytes(case: dict[Any, Any]) -> None:
+    # case_key encodes plain cases with orjson; whatever it takes, the key is the stdlib encoder's (stored keys
+    # of older runs must keep matching for compare)
+    assert c.case_key(case) == _stdlib_key(case)
+
+
+@given(
+    st.dictionaries(
+        st.text(max_size=8),
+        st.one_of(st.text(max_size=12), st.integers(min_value=-(2**70), max_value=2**70), st.booleans(), st.none(),
+                  st.floats(allow_nan=False)),  # fmt: skip
+        max_size=6,
+    )
+)
+def test_case_key_equals_the_stdlib_encoding_for_any_flat_case(case: dict[str, Any]) -> None:
+    assert c.case_key(case) == _stdlib_key(case)

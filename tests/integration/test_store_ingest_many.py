@@ -1,0 +1,76 @@
+"""``Store.ingest_many``: several host runs' batches in one transaction, on SQLite and a real PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import update
+
+from orchestrator.errors import NotFoundError
+from orchestrator.protocol import Event
+from orchestrator.store.models import HostRun
+from orchestrator.store.repo import Store
+from tests.integration.conftest import hello, result_event
+
+
+def _run(store: Store, hosts: list[str]) -> str:
+    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=hosts,
+                              started_by="me@box", started_on="box")  # fmt: skip
+    for h in hosts:
+        store.start_host_run(run_id, h, facts={}, agent_version="v1", build_sha=None)
+    return run_id
+
+
+def _counts(store: Store, run_id: str) -> dict[str, tuple[int, int, int]]:
+    return {h.host: (h.last_seq, h.results, h.errors) for h in store.get_run(run_id).host_runs}
+
+
+def test_batches_of_several_hosts_and_runs_in_one_call(store: Store) -> None:
+    a, b = _run(store, ["h1", "h2", "h3"]), _run(store, ["h1"])
+    err = Event(seq=3, type="error", data={"message": "CUDA OOM", "case": {"M": 8}, "case_index": 2})
+    got = store.ingest_many([
+        (a, "h1", [hello(0), result_event(1, 1, 1.0), result_event(2, 2, 2.0)]),
+        (a, "h2", [hello(0), result_event(1, 1, 3.0)]),
+        (b, "h1", [hello(0)]),
+        (a, "h1", [err, result_event(4, 4, 4.0)]),  # the same host run again: applied after its first batch
+    ])  # fmt: skip
+    assert got == [2, 1, 0, 2]
+    assert _counts(store, a) == {"h1": (4, 3, 1), "h2": (1, 1, 0), "h3": (-1, 0, 0)}
+    assert _counts(store, b) == {"h1": (0, 0, 0)}
+    rows = store.results(a, host="h1", limit=10).items
+    assert [(r.seq, r.status, r.m) for r in rows] == [(1, "ok", 1), (2, "ok", 2), (3, "error", 8), (4, "ok", 4)]
+    assert store.ingest_many([]) == []
+
+
+def test_redelivered_positions_are_skipped_per_host(store: Store) -> None:
+    run_id = _run(store, ["h1", "h2"])
+    first = [hello(0), result_event(1, 1, 1.0)]
+    assert store.ingest_many([(run_id, "h1", first), (run_id, "h2", first)]) == [1, 1]
+    # a reconnect re-delivers h1's lines from 0 with one new one; h2 gets its next line
+    got = store.ingest_many(
+        [(run_id, "h1", [*first, result_event(2, 2, 2.0)]), (run_id, "h2", [result_event(2, 4, 1.0)])]
+    )
+    assert got == [1, 1]
+    assert _counts(store, run_id) == {"h1": (2, 2, 0), "h2": (2, 2, 0)}
+
+
+def test_one_bad_batch_stores_nothing_of_the_call(store: Store) -> None:
+    run_id = _run(store, ["h1", "h2"])
+    good = (run_id, "h1", [hello(0), result_event(1, 1, 1.0)])
+    with pytest.raises(ValueError, match="position 5 follows -1"):
+        store.ingest_many([good, (run_id, "h2", [result_event(5, 1, 1.0)])])
+    with pytest.raises(NotFoundError, match="no host 'nope'"):
+        store.ingest_many([good, (run_id, "nope", [hello(0)])])
+    assert _counts(store, run_id) == {"h1": (-1, 0, 0), "h2": (-1, 0, 0)}
+    assert store.results(run_id).total == 0
+
+
+def test_unique_backstop_recounts_each_host_run(store: Store) -> None:
+    run_id = _run(store, ["h1", "h2"])
+    store.ingest_many([(run_id, "h1", [result_event(0, 1, 1.0)]), (run_id, "h2", [result_event(0, 1, 1.0)])])
+    with store.engine.begin() as conn:  # a racing writer that read an older last_seq for h1
+        conn.execute(update(HostRun).where(HostRun.run_id == run_id, HostRun.host == "h1").values(last_seq=-1))
+    got = store.ingest_many([(run_id, "h1", [result_event(0, 1, 1.0), result_event(1, 2, 1.0)]),
+                             (run_id, "h2", [result_event(1, 2, 1.0)])])  # fmt: skip
+    assert got == [1, 1]  # h1's line 0 was already stored: the backstop dropped it, and the counts say so
+    assert _counts(store, run_id) == {"h1": (1, 2, 0), "h2": (1, 2, 0)}
+    assert store.results(run_id).total == 4
