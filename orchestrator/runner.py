@@ -18,7 +18,9 @@ the run cancelled, keeping what was ingested. ``resume`` reattaches to every hos
 (also in a run already ended partial or failed because a host was lost) from its last stored position.
 
 Store calls go through one worker thread (:class:`StoreWriter`): one writer, so SQLite never reports "database is
-locked" to the runner while the API reads.
+locked" to the runner while the API reads. Events go there through one queue for all hosts
+(``store_writer.IngestWriter``): each transaction holds the batches every host has waiting, and a host looks at
+its events (progress, ``done``) only once they are committed.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from orchestrator.fleet import check_fields as check_drift_fields
 from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
+from orchestrator.store_writer import IngestWriter
 from orchestrator.suites.command import command_result
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
@@ -427,7 +430,7 @@ class _HostRun:
                         batch, end = _drain(await queue.get(), queue)
                         if batch:
                             attempt = 0
-                            await w.call(self.r.store.ingest, self.r.run_id, name, batch)
+                            await self.r.ingest.write(self.r.run_id, name, batch)  # returns once committed
                             next_seq = batch[-1].seq + 1
                             for ev in batch:
                                 status = self.observe(ev)
@@ -546,6 +549,10 @@ class Runner:
         self.registry = registry or builtin_registry()
         self.observer: Observer = observer or NullObserver()
         self.writer = StoreWriter(store)
+        self.ingest = IngestWriter(  # the store is taken on its thread: it may still be opening (StoreWriter)
+            lambda batches: self.writer.call(lambda: self.writer.store.ingest_many(batches)),
+            batch_max=INGEST_BATCH_MAX, queue_max=INGEST_QUEUE_MAX,
+        )  # fmt: skip
         self.run_id = ""
         self._resolver: SshResolver | None = None  # one per run()/resume(): ssh -G and known_hosts read once
 
@@ -733,7 +740,7 @@ class Runner:
             out.state_dir = run_dir_text(by_name[out.host], self.run_id) if out.host in by_name else None
         status = run_status(results)
         await self.writer.call(self.store.finish_run, self.run_id, status)
-        self.writer.close()
+        await self.close_store()
         return RunOutcome(self.run_id, self.req.suite, status, results)
 
     async def _host(self, hr: _HostRun, *, resume: bool, started: bool = False) -> HostOutcome:
@@ -793,7 +800,14 @@ class Runner:
                 hr.results, hr.errors, hr.total = rec.results, rec.errors, rec.cases_total
         return await hr.follow(from_seq)
 
+    async def close_store(self) -> None:
+        """Commit what the hosts queued, then stop the store writers (the end of a run, cancelled or not)."""
+        await self.ingest.close()
+        self.writer.close()
+
     async def _cancel_all(self, runs: list[_HostRun]) -> None:
+        await self.ingest.drain()  # the batches of the cancelled follow loops are committed before the verdicts
+
         async def one(hr: _HostRun) -> None:
             try:
                 await asyncio.wait_for(hr.cancel_remote(), 40)
@@ -805,7 +819,7 @@ class Runner:
 
         await asyncio.gather(*(one(hr) for hr in runs))
         await self.writer.call(self.store.finish_run, self.run_id, "cancelled")
-        self.writer.close()
+        await self.close_store()
 
 
 async def _cancel_on_host(host: Host, run_id: str, *, dep: HostDeploy | None, timeout_s: float) -> None:

@@ -302,7 +302,7 @@ class SlurmDriver:
                                      "cancelled by the user (scancel)")  # fmt: skip
         await self._save(state="CANCELLED", reason="cancelled by the user (Ctrl-C)")
         await self.r.writer.call(self.r.store.finish_run, self.r.run_id, "cancelled")
-        self.r.writer.close()
+        await self.r.close_store()
 
     async def _follow(self, *, resume: bool) -> RunOutcome:
         ended_at: float | None = None
@@ -447,7 +447,7 @@ class SlurmDriver:
                                     js.describe() + told)]  # fmt: skip
         await self._save(state=js.state, reason=js.reason, ended=js.describe())
         await self.r.writer.call(self.r.store.finish_run, self.r.run_id, status)
-        self.r.writer.close()
+        await self.r.close_store()
         return RunOutcome(self.r.run_id, self.r.req.suite, status, outcomes)
 
 
