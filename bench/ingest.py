@@ -126,6 +126,51 @@ def pg_floor(dsn: str) -> tuple[Callable[[list[tuple[Any, ...]]], None], Callabl
     return write, conn.close
 
 
+def stages(store: Store, write: Callable[[list[tuple[Any, ...]]], None], data: bytes, new_run: Callable[[], str],
+           repeat: int) -> tuple[dict[str, float], dict[str, float]]:  # fmt: skip
+    """Where the time goes, per result row (µs, best of ``repeat``): orch's path cut at its stages (split into
+    lines, parse + checks, enrichment, ``Store.ingest``: rows built, encoded, INSERTed, committed) and the
+    floor's (``json.loads``, the row tuples, ``executemany`` + commit), each stage timed over all rows at once."""
+    orch: dict[str, float] = {}
+    floor: dict[str, float] = {}
+
+    def best(d: dict[str, float], key: str, dt: float, n: int) -> None:
+        d[key] = min(d.get(key, float("inf")), dt / n * 1e6)
+
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        splitter, lines = LineSplitter(), []
+        for off in range(0, len(data), STREAM_CHUNK_BYTES):
+            lines.extend(splitter.feed(data[off : off + STREAM_CHUNK_BYTES]))
+        t1 = time.perf_counter()
+        spool_lines = SpoolLines(0)
+        events = [spool_lines.event(line) for line in lines]
+        t2 = time.perf_counter()
+        events = [enrich_event("noop", ev, None) for ev in events]
+        t3 = time.perf_counter()
+        rid = new_run()
+        for i in range(0, len(events), INGEST_BATCH_MAX):
+            store.ingest(rid, HOST, events[i : i + INGEST_BATCH_MAX])
+        t4 = time.perf_counter()
+        store.delete_run(rid)
+        n = len(events) - 1
+        for key, dt in (("split", t1 - t0), ("parse+checks", t2 - t1), ("enrich", t3 - t2), ("Store.ingest", t4 - t3)):
+            best(orch, key, dt, n)
+        t0 = time.perf_counter()
+        docs = [json.loads(line) for line in data.splitlines()]
+        t1 = time.perf_counter()
+        rid = new_run()
+        rows = [_row(rid, seq, doc) for seq, doc in enumerate(docs) if doc.get("type") == "result"]
+        t2 = time.perf_counter()
+        for i in range(0, len(rows), INGEST_BATCH_MAX):
+            write(rows[i : i + INGEST_BATCH_MAX])
+        t3 = time.perf_counter()
+        store.delete_run(rid)
+        for key, dt in (("json.loads", t1 - t0), ("rows", t2 - t1), ("executemany", t3 - t2)):
+            best(floor, key, dt, len(rows))
+    return orch, floor
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -138,6 +183,7 @@ def bench(name: str, url: str, floor: tuple[Callable[[list[tuple[Any, ...]]], No
     store.upsert_host(HOST, address=None, group="bench", labels={})
     write, close = floor
     missed: list[str] = []
+    stage_lines: list[str] = []
     print(f"\n{name} (load average {_load()}, {os.cpu_count()} CPUs)")
     print(f"  {'line':>6} {'rows':>7} {'MB':>6} {'floor rows/s':>13} {'orch rows/s':>12} {'ratio':>6}  verdict")
     for label, (line_bytes, rows_1) in SIZES.items():
@@ -160,6 +206,17 @@ def bench(name: str, url: str, floor: tuple[Callable[[list[tuple[Any, ...]]], No
             missed.append(f"{name} {label}")
         print(f"  {label:>6} {rows:>7,} {len(data) / 1e6:>6.1f} {best['floor']:>13,.0f} {best['orch']:>12,.0f} "
               f"{ratio:>5.2f}x  {'ok' if ok else 'MISS'}")  # fmt: skip
+        if label == "200 B":
+            def new_run() -> str:
+                return store.create_run(suite="noop", params={}, preset=None, label="bench stages", hosts=[HOST],
+                                        started_by="bench", started_on="bench")  # fmt: skip
+
+            o, f = stages(store, write, data, new_run, repeat)
+            stage_lines.append(f"  {label} per row, us: orch " + " + ".join(f"{k} {v:.1f}" for k, v in o.items())
+                               + f" = {sum(o.values()):.1f}; floor " + " + ".join(f"{k} {v:.1f}" for k, v in f.items())
+                               + f" = {sum(f.values()):.1f}")  # fmt: skip
+    for line in stage_lines:
+        print(line)
     print(f"  targets: >= {TARGET_RATIO}x the floor; SQLite 200 B >= {TARGET_SQLITE_200B:,} rows/s; "
           f"load average after {_load()}")
     close()
