@@ -238,7 +238,8 @@ def gpus_check(facts: dict[str, Any]) -> Check:
     smi = read_nvidia_smi(facts)
     if not smi.found:
         return Check("gpus", "warn", "no GPU: nvidia-smi not found on the host", {"count": 0, "gpus": []})
-    data: dict[str, Any] = {"count": len(smi.gpus), "gpus": [g.to_dict() for g in smi.gpus]}
+    # count None when nvidia-smi failed without a row: how many GPUs the host has is not known, not 0
+    data: dict[str, Any] = {"count": None if smi.failed else len(smi.gpus), "gpus": [g.to_dict() for g in smi.gpus]}
     if smi.warnings:
         data["warnings"] = smi.warnings
     if smi.exit_status is not None:

@@ -73,6 +73,8 @@ FIELDS: tuple[FleetField, ...] = (
     FleetField("cpu_governor", "CPU governor"),
 )
 FIELD_KEYS = tuple(f.key for f in FIELDS)
+# Fields read from the GPUs (nvidia-smi, and the kernel log's NVRM Xid lines): "none" on a host without a GPU.
+_GPU_DERIVED = frozenset(FIELD_KEYS) - {"gpu_count", "cuda", "torch", "nccl", "cpu_governor"}
 _BY_KEY = {f.key: f for f in FIELDS}
 
 
@@ -166,8 +168,9 @@ def _governor(raw: Any) -> str:
 
 
 def host_values(facts: Any) -> dict[str, str]:
-    """One text per :data:`FIELDS` key for one host's facts; ``unknown`` where the fact could not be read.
-    Never raises."""
+    """One text per :data:`FIELDS` key for one host's facts; ``unknown`` where the fact could not be read; on a
+    host without a GPU row every GPU-derived field (health counts and Xid included) is ``none`` (``unknown`` when
+    nvidia-smi failed), never an invented 0 or ``No``. Never raises."""
     facts = facts if isinstance(facts, dict) else {}
     smi = read_nvidia_smi(facts)
     rows = smi.rows
@@ -196,30 +199,44 @@ def host_values(facts: Any) -> dict[str, str]:
            for a, b in zip(col("clocks.applications.graphics"), col("clocks.applications.memory"), strict=True)]
     mx = [_mhz(a) + "/" + _mhz(b) if a or b else None
           for a, b in zip(col("clocks.max.sm"), col("clocks.max.mem"), strict=True)]  # fmt: skip
-    gpu_found = bool(rows)
+    if not rows:
+        # No GPU row: every GPU-derived field is "none" (no GPU: nvidia-smi missing, or it lists none) or
+        # "unknown" (nvidia-smi failed) — never a count of 0 errors or "No" pending for GPUs that are not there.
+        absent = UNKNOWN if smi.failed else "none"
+        gpu_fields = {f.key: absent for f in FIELDS if f.key in _GPU_DERIVED}
+        # The kernel log is read whatever nvidia-smi says: Xid lines on a host whose nvidia-smi lists no GPU
+        # (a GPU fallen off the bus) are shown; "0" of a host without GPUs is "none", like its other GPU fields.
+        xid = _xid(fleet.get("xid"))
+        return {
+            **gpu_fields,
+            "xid": absent if xid == "0" else xid,
+            "gpu_count": UNKNOWN if smi.failed else "0",
+            "cuda": str(torch.get("cuda_version") or UNKNOWN),
+            "torch": str(torch.get("version") or UNKNOWN),
+            "nccl": str(torch.get("nccl_version") or UNKNOWN),
+            "cpu_governor": _governor(fleet.get("cpu_governors")),
+        }
     return {
-        "gpu_name": _per_gpu([g.name for g in smi.gpus]) if gpu_found else "none",
+        "gpu_name": _per_gpu([g.name for g in smi.gpus]),
         "gpu_count": str(len(smi.gpus)),
-        "gpu_memory": _per_gpu([f"{g.memory_mib} MiB" if g.memory_mib else None for g in smi.gpus])
-        if gpu_found
-        else "none",
-        "driver": _per_gpu([g.driver_version for g in smi.gpus]) if gpu_found else "none",
+        "gpu_memory": _per_gpu([f"{g.memory_mib} MiB" if g.memory_mib else None for g in smi.gpus]),
+        "driver": _per_gpu([g.driver_version for g in smi.gpus]),
         "cuda": str(torch.get("cuda_version") or UNKNOWN),
         "torch": str(torch.get("version") or UNKNOWN),
         "nccl": str(torch.get("nccl_version") or UNKNOWN),
-        "vbios": _per_gpu(col("vbios_version")) if gpu_found else "none",
-        "ecc_mode": _per_gpu(col("ecc.mode.current")) if gpu_found else "none",
-        "ecc_uncorrected_volatile": _count_sum(col("ecc.errors.uncorrected.volatile.total")) if gpu_found else "0",
-        "ecc_uncorrected_aggregate": _count_sum(col("ecc.errors.uncorrected.aggregate.total")) if gpu_found else "0",
-        "retired_pages_pending": _pending(col("retired_pages.pending")) if gpu_found else "No",
-        "remapped_rows_pending": _remapped(fleet.get("remapped_rows")) if gpu_found else "No",
-        "persistence_mode": _per_gpu(col("persistence_mode")) if gpu_found else "none",
-        "power_limit": _per_gpu(power) if gpu_found else "none",
-        "app_clocks": _per_gpu(app) if gpu_found else "none",
-        "max_clocks": _per_gpu(mx) if gpu_found else "none",
-        "pcie": _per_gpu(pcie) if gpu_found else "none",
-        "mig_mode": _per_gpu(col("mig.mode.current")) if gpu_found else "none",
-        "nvlink": _nvlink(fleet.get("nvlink")) if gpu_found else "none",
+        "vbios": _per_gpu(col("vbios_version")),
+        "ecc_mode": _per_gpu(col("ecc.mode.current")),
+        "ecc_uncorrected_volatile": _count_sum(col("ecc.errors.uncorrected.volatile.total")),
+        "ecc_uncorrected_aggregate": _count_sum(col("ecc.errors.uncorrected.aggregate.total")),
+        "retired_pages_pending": _pending(col("retired_pages.pending")),
+        "remapped_rows_pending": _remapped(fleet.get("remapped_rows")),
+        "persistence_mode": _per_gpu(col("persistence_mode")),
+        "power_limit": _per_gpu(power),
+        "app_clocks": _per_gpu(app),
+        "max_clocks": _per_gpu(mx),
+        "pcie": _per_gpu(pcie),
+        "mig_mode": _per_gpu(col("mig.mode.current")),
+        "nvlink": _nvlink(fleet.get("nvlink")),
         "xid": _xid(fleet.get("xid")),
         "cpu_governor": _governor(fleet.get("cpu_governors")),
     }

@@ -178,6 +178,7 @@ def test_a_multi_line_error_without_rows_fails_with_every_line() -> None:
         "NVML library version: 580.159"
     )
     assert c.data["error"] == text.strip()
+    assert c.data["count"] is None  # not known: nvidia-smi failed, which is not "0 GPUs"
     stderr_only = gpus_check(_facts("", rc=255, stderr=text))
     assert stderr_only.detail == c.detail
     hung = gpus_check(_facts("", rc=None, stderr="nvidia-smi timed out after 30 s"))
@@ -219,13 +220,15 @@ def test_host_facts_summary_carries_provenance() -> None:
 
 
 @pytest.mark.parametrize(
-    ("free", "status"),
-    [(500 * 10**6, "fail"), (10 * 10**9, "warn"), (68_578_856_960, "ok")],  # the last: df -B1 on the H200 box
+    ("free", "status", "shown"),
+    # the last: df -B1 on the H200 box; 3 significant figures, so 0.5 GB is not rounded to "0.5" or 40 MB to "0.0"
+    [(500 * 10**6, "fail", "0.500"), (40 * 10**6, "fail", "0.0400"), (10 * 10**9, "warn", "10.0"),
+     (68_578_856_960, "ok", "68.6")],
 )
-def test_disk_check_thresholds(free: int, status: str) -> None:
+def test_disk_check_thresholds(free: int, status: str, shown: str) -> None:
     c = disk_check({"disk": {"path": "/root/.orch", "free_bytes": free, "total_bytes": 270_553_174_016}})
     assert c.status == status
-    assert c.detail.startswith(f"{free / 1e9:.1f} GB free at /root/.orch")
+    assert c.detail.startswith(f"{shown} GB free at /root/.orch")
     assert c.data["free_bytes"] == free
 
 

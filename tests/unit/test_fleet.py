@@ -108,3 +108,28 @@ def test_recorded_h200_fleet_query() -> None:
     assert (v["vbios"], v["power_limit"], v["pcie"], v["mig_mode"]) == (
         "96.00.A5.00.1A", "700 W (700 W)", "gen5 x16 (gen5 x16)", "Disabled")
     assert (v["retired_pages_pending"], v["nvlink"], v["cpu_governor"]) == ("unknown", "none", "unknown")
+
+
+def test_a_host_without_gpus_invents_no_health_value() -> None:
+    """The finding: on a CPU-only host `orch fleet` showed uncorrectable ECC 0, retired pages pending No,
+    remapped rows pending No and Xid 0 while every other GPU field said none."""
+    from orchestrator.fleet import FIELD_KEYS
+
+    no_smi = {"fleet": {"xid": {"readable": True, "count": 0}, "remapped_rows": {"rc": 0, "stdout": ""}}}
+    listed_none = {**no_smi, "nvidia_smi": {"found": True, "rc": 0, "stdout": "", "stderr": ""}}
+    for f in (no_smi, listed_none):
+        v = host_values(f)
+        gpu_fields = {k: v[k] for k in FIELD_KEYS if k not in ("gpu_count", "cuda", "torch", "nccl", "cpu_governor")}
+        assert set(gpu_fields.values()) == {"none"}, gpu_fields
+        assert v["gpu_count"] == "0"
+    failed = {"nvidia_smi": {"found": True, "rc": 9, "stdout": "", "stderr": "NVIDIA-SMI has failed"},
+              "fleet": {"xid": {"readable": True, "count": 0}}}  # fmt: skip
+    v = host_values(failed)
+    assert (v["ecc_uncorrected_volatile"], v["retired_pages_pending"], v["xid"], v["gpu_count"]) == (
+        "unknown", "unknown", "unknown", "unknown")  # fmt: skip
+    # Xid lines with no GPU listed (one fallen off the bus) are real: shown, and flagged
+    v = host_values({**failed, "fleet": {"xid": {"readable": True, "count": 2}}})
+    assert v["xid"] == "2"
+    view = fleet_view([("a", "g", {**failed, "fleet": {"xid": {"readable": True, "count": 2}}}), ("b", "g", no_smi)])
+    assert [(d.host, d.field, d.value) for d in view.differences if d.field == "xid"] == [("a", "xid", "2")]
+    assert fleet_view([("b", "g", no_smi), ("c", "g", no_smi)]).differences == []
