@@ -466,9 +466,9 @@ def run_detail(run: Any, results: list[Any]) -> None:
                 c.print(f"[dim]{safe(note, lines=True)}[/dim]", soft_wrap=True)
     run_conditions(run, results)
     for host, rows in by_host.items():
-        noisy = noisy_cases(rows)
+        noisy = noisy_cases(rows, ("time_ms",) if run.suite == "moe-sweep" else None)
         if noisy:
-            shown = ", ".join(noisy[:8]) + (f" and {len(noisy) - 8} more" if len(noisy) > 8 else "")
+            shown = "; ".join(noisy[:8]) + (f"; and {counted(len(noisy) - 8, 'case')} more" if len(noisy) > 8 else "")
             c.print(f"[yellow]noisy:[/yellow] {safe(host)}: {safe(shown)} — {NOISY_NOTE}", soft_wrap=True)
     if any(p is not None for p in plateaus.values()):
         c.print(f"[dim]{PLATEAU_NOTE}[/dim]", soft_wrap=True)
@@ -584,23 +584,25 @@ def _with_spread(m: dict[str, Any], unit: bool = False) -> str:
     return text + (NOISY_MARK if is_wide(med, p10, p90) else "")
 
 
-def noisy_cases(rows: list[Any]) -> list[str]:
-    """``M=1 time_ms 35227%``: per ok result, its first metric whose p10–p90 spread is wider than ``WIDE_SPREAD``
-    of the median (``analysis.compare.is_wide``), with the relative spread in percent (metrics derived from it,
-    such as gbps from time_ms, scatter with it and are not repeated)."""
+def noisy_cases(rows: list[Any], metrics: tuple[str, ...] | None = None) -> list[str]:
+    """``M=1 time_ms 35%, gbps 34%``: per ok result, every metric whose p10–p90 spread is wider than
+    ``WIDE_SPREAD`` of the median (``analysis.compare.is_wide``) — each one its table marks ``noisy`` — with the
+    relative spread in percent. ``metrics``: the metrics whose cells carry the mark (moe-sweep's table shows a
+    spread for time_ms only); None: every metric."""
     out = []
     for r in rows:
         if r.status != "ok":
             continue
+        wide = []
         for name, m in (r.metrics or {}).items():
-            if isinstance(m, dict):
+            if isinstance(m, dict) and (metrics is None or name in metrics):
                 med, p10, p90 = m.get("median", m.get("value")), m.get("p10"), m.get("p90")
                 if is_wide(med, p10, p90):
-                    spread = relative_spread(med, p10, p90) or 0.0
-                    m_value = getattr(r, "m", None)
-                    case = f"M={m_value}" if m_value is not None else _case_text(r.case, ("seed",))
-                    out.append(f"{case} {name} {spread * 100:.0f}%")
-                    break
+                    wide.append(f"{name} {(relative_spread(med, p10, p90) or 0.0) * 100:.0f}%")
+        if wide:
+            m_value = getattr(r, "m", None)
+            case = f"M={m_value}" if m_value is not None else _case_text(r.case, ("seed",))
+            out.append(f"{case} {', '.join(wide)}")
     return out
 
 

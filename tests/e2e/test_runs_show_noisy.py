@@ -49,3 +49,39 @@ def test_a_wide_spread_is_marked_noisy_and_named(db: tuple[str, Store], suite: s
     assert flat.count("noisy:") == 1
     code, text = _orch(url, "runs", "show", rid, "--json")
     assert code == 0 and json.loads(text)  # --json is unchanged: figures only
+
+
+def test_the_note_names_every_metric_the_table_marks(db: tuple[str, Store]) -> None:
+    """The finding (docs/suites.md's sha256-speed): the table marked time_ms and gbps noisy, the note named only
+    wall_ms. Every marked cell's metric is named, per case; an unmarked one is not."""
+    url, store = db
+    store.upsert_host("cpu-0", address=None, group="g", labels={})
+    rid = store.create_run(suite="sha256-speed", params={}, preset="quick", label=None, hosts=["cpu-0"],
+                           started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(rid, "cpu-0", facts={"gpus": []}, agent_version="v", build_sha=None)
+
+    def m(med: float, p10: float, p90: float, unit: str) -> dict[str, object]:
+        return {"value": med, "unit": unit, "median": med, "p10": p10, "p90": p90, "n": 5}
+
+    store.ingest(rid, "cpu-0", [
+        Event(seq=0, type="result", data={"case": {"size_mb": 1}, "metrics": {
+            "wall_ms": m(10.0, 9.0, 14.0, "ms"), "time_ms": m(4.0, 3.0, 5.0, "ms"),
+            "gbps": m(0.25, 0.2, 0.33, "GB/s"), "steady": m(1.0, 0.99, 1.01, "x")}}),
+        Event(seq=1, type="result", data={"case": {"size_mb": 8}, "metrics": {
+            "wall_ms": m(10.0, 9.9, 10.1, "ms"), "time_ms": m(4.0, 3.99, 4.01, "ms"),
+            "gbps": m(2.0, 1.0, 3.0, "GB/s"), "steady": m(1.0, 0.99, 1.01, "x")}}),
+    ])  # fmt: skip
+    store.finish_host_run(rid, "cpu-0", "completed")
+    store.finish_run(rid, "completed")
+    code, text = _orch(url, "runs", "show", rid)
+    assert code == 0, text
+    marked = {}
+    for line in text.splitlines():
+        if line.count("│") >= 4 and "size_mb=" in line:
+            cells = [c.strip() for c in line.split("│")[1:-1]]
+            marked[cells[0]] = [i for i, c in enumerate(cells) if c.endswith("noisy")]
+    header = next([c.strip() for c in ln.split("┃")[1:-1]] for ln in text.splitlines() if "┃ case" in ln)
+    named = {case: [header[i] for i in cols] for case, cols in marked.items()}
+    assert named == {"size_mb=1": ["wall_ms", "time_ms", "gbps"], "size_mb=8": ["gbps"]}
+    flat = " ".join(text.split())
+    assert f"noisy: cpu-0: size_mb=1 wall_ms 50%, time_ms 50%, gbps 52%; size_mb=8 gbps 100% — {NOISY_NOTE}" in flat
