@@ -5,7 +5,7 @@ One module per format; ``PARSERS`` maps a suite file's ``parser:`` name to its :
 
 =================== =====================================================================================
 ``json``            one JSON object; metrics are dotted field paths (``results.0.busbw``)
-``jsonl``           JSON lines; each metric from the last line that has its path
+``jsonl``           JSON lines; every metric from the last line (one run per output)
 ``regex``           named groups of a pattern; each metric from the last match
 ``sglang-one-batch`` SGLang ``bench_one_batch`` result JSONL
 ``sglang-serving``  SGLang ``bench_serving`` result JSONL (``accept_length`` when speculative)
@@ -27,7 +27,15 @@ from orchestrator.parsers import (
     vllm_latency,
     vllm_serve,
 )
-from orchestrator.parsers.base import ParseError, ParserDef, Record, RequestCounts, extract, lookup
+from orchestrator.parsers.base import (
+    InvalidMeasurement,
+    ParseError,
+    ParserDef,
+    Record,
+    RequestCounts,
+    extract,
+    lookup,
+)
 
 PARSERS: dict[str, ParserDef] = {
     p.name: p
@@ -43,4 +51,4 @@ PARSERS: dict[str, ParserDef] = {
     )
 }
 
-__all__ = ["PARSERS", "ParseError", "ParserDef", "Record", "RequestCounts", "extract", "lookup"]
+__all__ = ["PARSERS", "InvalidMeasurement", "ParseError", "ParserDef", "Record", "RequestCounts", "extract", "lookup"]

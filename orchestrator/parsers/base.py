@@ -1,10 +1,14 @@
 """What every output parser shares: records, field-path lookup, the parser definition — pure.
 
 A parser turns a command's output text into *records*: JSON objects (one per JSON line, the one JSON document,
-or the named groups of one regex match). A metric is read from the last record that has its field path, so a
-tool that appends one line per run reports its latest run. Paths are dotted: ``percentiles.99``,
-``results.0.busbw`` (a list index is a number). Numbers may be JSON numbers or numeric strings (regex groups);
-booleans and non-finite values (SGLang writes ``request_rate: Infinity``) are not metrics.
+or the named groups of one regex match). A format whose output is one run (``ParserDef.single``: the JSONL files
+that SGLang's and other tools append one line per run to) uses its **last** record for every metric, and says
+in a note how many records there were: fields of an earlier run never mix into the later one. The ``regex``
+parser reads each metric from the last match that has it (its groups are partial by design).
+
+Paths are dotted: ``percentiles.99``, ``results.0.busbw`` (a list index is a number). Numbers may be JSON
+numbers or numeric strings (regex groups); booleans and non-finite values (SGLang writes ``request_rate:
+Infinity``) are not metrics.
 """
 
 from __future__ import annotations
@@ -23,8 +27,18 @@ class ParseError(ValueError):
     """The output is not in the parser's format (the message says what was expected)."""
 
 
+class InvalidMeasurement(ParseError):
+    """The output is in the format, but the tool itself says the measurement is not valid (nccl-tests counted
+    wrong elements): the case is an error of kind ``invalid`` and none of its figures is stored."""
+
+
+#: Key under which JSON-line parsers note a record's 1-based line in the output; removed before records are used.
+LINE_KEY = "_orch_line"
+
+
 def lookup(record: Record, path: str) -> float | None:
-    """The finite number at dotted ``path`` in ``record``, or None when absent or not a finite number."""
+    """The finite number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), or None
+    when absent or not a finite number."""
     node: Any = record
     for part in path.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -35,29 +49,35 @@ def lookup(record: Record, path: str) -> float | None:
             return None
     if isinstance(node, bool):
         return None
+    if isinstance(node, int):  # kept whole (a count stays 12, not 12.0); beyond float's range it is no metric
+        return node if abs(node) <= _LARGEST_INT else None
     if isinstance(node, str):
         try:
             node = float(node.strip())
         except ValueError:
             return None
-    if isinstance(node, (int, float)) and math.isfinite(node):
-        return float(node)
+    if isinstance(node, float) and math.isfinite(node):
+        return node
     return None
 
 
-def json_lines(text: str) -> list[dict[str, Any]]:
-    """Every line of ``text`` that is a JSON object (log lines in between are skipped)."""
+_LARGEST_INT = 2**63  # a JSON integer beyond this (e.g. 10**400) is not a measurement; float() would overflow
+
+
+def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
+    """Every line of ``text`` that is a JSON object (log lines in between are skipped); with ``numbered`` each
+    carries its 1-based line number under :data:`LINE_KEY` (``ParserDef.parse`` removes it)."""
     out: list[dict[str, Any]] = []
-    for line in text.splitlines():
+    for no, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line.startswith("{"):
             continue
         try:
             doc = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict):
-            out.append(doc)
+            out.append({**doc, LINE_KEY: no} if numbered else doc)
     return out
 
 
@@ -65,7 +85,7 @@ def json_document(text: str) -> dict[str, Any] | None:
     """The whole text as one JSON object, else the last line that is one; None when there is neither."""
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         lines = json_lines(text)
         return lines[-1] if lines else None
     return doc if isinstance(doc, dict) else None
@@ -81,8 +101,16 @@ class RequestCounts:
     total: int | None
 
 
-def _count(v: Any) -> int | None:
-    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+def _count(record: Record, key: str) -> int | None:
+    """The request count at ``key``: None when absent or not a number; raises ParseError when it is a number
+    that cannot be a count (negative, fractional, not finite) — a tool that says ``failed: -3`` is broken, and
+    its figures are not believed."""
+    v = record.get(key)
+    if v is None or isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    if not math.isfinite(v) or v < 0 or v != int(v):
+        raise ParseError(f"{key!r} is {v!r}, not a request count (a whole number >= 0)")
+    return int(v)
 
 
 def request_counts(record: Record) -> RequestCounts | None:
@@ -91,15 +119,17 @@ def request_counts(record: Record) -> RequestCounts | None:
     Sources, first found wins: failed = ``failed`` (vLLM ``bench serve``), ``failures``, the non-empty entries of
     ``errors`` (SGLang ``bench_serving --output-details``, vLLM ``--save-detailed``), ``len(input_lens) −
     completed`` (SGLang: one input length per request sent); total = ``num_prompts`` (vLLM), ``len(errors)``,
-    ``len(input_lens)``, else completed + failed."""
-    completed = _count(record.get("completed"))
+    ``len(input_lens)``, else completed + failed.
+
+    Raises ParseError when a count is negative or fractional, or when the failed requests exceed those sent."""
+    completed = _count(record, "completed")
     if completed is None:
         return None
-    failed = _count(record.get("failed"))
+    failed = _count(record, "failed")
     if failed is None:
-        failed = _count(record.get("failures"))
+        failed = _count(record, "failures")
     errors, lens = record.get("errors"), record.get("input_lens")
-    total = _count(record.get("num_prompts"))
+    total = _count(record, "num_prompts")
     if isinstance(errors, list):
         failed = failed if failed is not None else sum(1 for e in errors if e)
         total = total if total is not None else len(errors)
@@ -108,6 +138,10 @@ def request_counts(record: Record) -> RequestCounts | None:
         failed = failed if failed is not None else max(0, len(lens) - completed)
     if total is None and failed is not None:
         total = completed + failed
+    if total is not None and completed + (failed or 0) > total:
+        raise ParseError(
+            f"{completed} completed and {failed or 0} failed requests are more than the {total} sent"
+        )
     return RequestCounts(completed, failed, total)
 
 
@@ -122,6 +156,8 @@ class ParserDef:
     case)``: the records of one case (its parameters), for formats whose output holds several (nccl-tests: the
     row of the case's ``size_bytes``); raises ParseError naming what was found when that is not exactly one.
     ``requests(record)``: the request counts, for tools that report them (serving benchmarks); None otherwise.
+    ``single``: the output is one run of the tool, so its last record holds every metric; earlier records are
+    other runs appended to the same file (``bench_serving --output-file`` appends) and are never mixed in.
     """
 
     name: str
@@ -134,6 +170,7 @@ class ParserDef:
     takes_pattern: bool = False
     select: Callable[[Sequence[Record], Mapping[str, Any]], list[Record]] | None = None
     requests: Callable[[Record], RequestCounts | None] | None = None
+    single: bool = False
 
     @property
     def generic(self) -> bool:
@@ -149,8 +186,15 @@ class ParserDef:
         return None
 
     def parse(self, text: str, pattern: str | None = None, case: Mapping[str, Any] | None = None) -> list[Record]:
-        """The output's records of this format (of ``case`` when the format selects). Raises ParseError when there
-        is none."""
+        """The output's records of this format (of ``case`` when the format selects; the last one for a
+        ``single`` format). Raises ParseError when there is none."""
+        return self.parse_noted(text, pattern, case)[0]
+
+    def parse_noted(
+        self, text: str, pattern: str | None = None, case: Mapping[str, Any] | None = None
+    ) -> tuple[list[Record], list[str]]:
+        """:meth:`parse` plus notes for the result's warnings (a ``single`` format's output that held several
+        records: how many, on which lines, and which one was used). Raises ParseError when there is no record."""
         records = self.records(text, pattern)
         if self.signature:
             records = [r for r in records if all(k in r for k in self.signature)]
@@ -158,7 +202,17 @@ class ParserDef:
             raise ParseError(f"no {self.description} in the output")
         if self.select is not None:
             records = self.select(records, case or {})
-        return records
+        notes: list[str] = []
+        if self.single and len(records) > 1:
+            lines = [r.get(LINE_KEY) for r in records]
+            where = f" (lines {', '.join(str(n) for n in lines)})" if all(lines) else ""
+            used = f"line {lines[-1]}" if lines[-1] else "the last"
+            notes.append(
+                f"the output holds {len(records)} {self.name} result records{where}: used the last one ({used}) "
+                "for every metric; the others are earlier runs appended to the same file"
+            )
+            records = records[-1:]
+        return [{k: v for k, v in r.items() if k != LINE_KEY} for r in records], notes
 
 
 def extract(records: Sequence[Record], paths: Mapping[str, str]) -> tuple[dict[str, float], list[str]]:

@@ -1,4 +1,6 @@
-"""``jsonl``: one JSON object per line (other lines skipped); a metric comes from the last line that has it."""
+"""``jsonl``: one JSON object per line (other lines skipped); every metric comes from the **last** JSON line, so
+fields of earlier lines (earlier runs appended to the same file) never mix into it; several lines add a note to
+the result's warnings. Metrics printed on different lines need the ``regex`` parser — pure."""
 
 from __future__ import annotations
 
@@ -6,7 +8,7 @@ from orchestrator.parsers.base import ParserDef, Record, json_lines
 
 
 def _records(text: str, pattern: str | None) -> list[Record]:
-    return list(json_lines(text))
+    return list(json_lines(text, numbered=True))
 
 
-PARSER = ParserDef("jsonl", "JSON line", _records)
+PARSER = ParserDef("jsonl", "JSON line", _records, single=True)

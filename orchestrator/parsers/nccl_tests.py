@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from orchestrator.parsers.base import ParseError, ParserDef, Record
+from orchestrator.parsers.base import InvalidMeasurement, ParseError, ParserDef, Record
 
 Placement = Literal["out-of-place", "in-place"]
 PLACEMENTS: tuple[Placement, Placement] = ("out-of-place", "in-place")
@@ -43,7 +43,8 @@ PLACEMENTS: tuple[Placement, Placement] = ("out-of-place", "in-place")
 _NTHREAD_RE = re.compile(r"^#\s*nThread\s+(\d+)\s+nGpus\s+(\d+)")
 _RANK_RE = re.compile(r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s+(.*?)\s*$")
 _AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)")
+_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\S+)\s*(\S*)")
+MAX_SIZE = 2**63  # sizes and counts are size_t in nccl-tests; anything larger is not an output of it
 _VERSION_RE = re.compile(r"^#\s*nccl-tests version\s+\S+.*\bnccl-library=(\d+)")
 
 
@@ -52,7 +53,8 @@ class NcclRow:
     """One size, one placement. ``wrong`` (#wrong: elements that differ from the expected result) is None when
     the run did not validate (``-c 0``) or the table predates that column; ``max_error`` is the older tables'
     ``error`` column (largest absolute deviation from the expected result). ``table`` counts the column-title
-    lines seen so far (1 for the first table) and ``line`` is the 1-based line in the output (text only)."""
+    lines seen so far (1 for the first table) and ``line`` is the 1-based line in the output (text only);
+    ``result_index`` is the row's index in the JSON ``results`` list (JSON only)."""
 
     size_bytes: int
     count: int
@@ -67,6 +69,7 @@ class NcclRow:
     max_error: float | None = field(default=None, compare=False)
     table: int = field(default=1, compare=False)
     line: int | None = field(default=None, compare=False)
+    result_index: int | None = field(default=None, compare=False)
 
     def metrics(self) -> dict[str, dict[str, Any]]:
         """The row in the shape of orch's ``allreduce`` result metrics (one value each, no samples)."""
@@ -85,7 +88,9 @@ class NcclRow:
 @dataclass(frozen=True)
 class NcclReport:
     """A parsed run: rows in output order (per size out-of-place first), the rank count, device names, the
-    footer figures and the NCCL library version code (``22703`` = 2.27.3), each None when the output does not say."""
+    footer figures and the NCCL library version code (``22703`` = 2.27.3), each None when the output does not say.
+    ``out_of_bounds_failed``: the footer said ``FAILED`` (or the count is above 0); ``out_of_bounds_line``: its
+    1-based line (text only)."""
 
     source: Literal["text", "json"]
     rows: tuple[NcclRow, ...]
@@ -94,26 +99,33 @@ class NcclReport:
     avg_busbw_gbps: float | None
     out_of_bounds: int | None
     nccl_version: str | None
+    out_of_bounds_failed: bool = False
+    out_of_bounds_line: int | None = None
 
     def by_placement(self, placement: Placement) -> list[NcclRow]:
         return [r for r in self.rows if r.placement == placement]
 
 
-def _num(token: str, what: str, line_no: int) -> float:
+def _num(token: str, what: str, line_no: int, nonneg: bool = False) -> float:
     try:
         x = float(token)
     except ValueError:
         raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is not a number") from None
     if not math.isfinite(x):
         raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is not finite")
+    if nonneg and x < 0:
+        raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is negative; a time or bandwidth is >= 0")
     return x
 
 
-def _int(token: str, what: str, line_no: int) -> int:
-    x = _num(token, what, line_no)
+def _int(token: str, what: str, line_no: int, nonneg: bool = False) -> int:
+    x = _num(token, what, line_no, nonneg)
     if x != int(x):
         raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is not a whole number")
-    return int(x)
+    n = int(token) if token.isdecimal() else int(x)
+    if abs(n) > MAX_SIZE:
+        raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is above 2^63, not a size or count")
+    return n
 
 
 #: Column titles of the text table, by version, and the field each one is (NVIDIA/nccl-tests ``src/common.cu``
@@ -186,12 +198,12 @@ def _row_values(
 ) -> tuple[float, float, float, int | None, float | None]:
     """(time, algbw, busbw, wrong, error) of one placement's block."""
     v = dict(zip(hdr.block, cols, strict=True))
-    wrong = None if v.get("wrong", "N/A") == "N/A" else _int(v["wrong"], "#wrong", line_no)
-    error = None if v.get("error", "N/A") == "N/A" else _num(v["error"], "error", line_no)
+    wrong = None if v.get("wrong", "N/A") == "N/A" else _int(v["wrong"], "#wrong", line_no, nonneg=True)
+    error = None if v.get("error", "N/A") == "N/A" else _num(v["error"], "error", line_no, nonneg=True)
     return (
-        _num(v["time"], "time", line_no),
-        _num(v["algbw"], "algbw", line_no),
-        _num(v["busbw"], "busbw", line_no),
+        _num(v["time"], "time", line_no, nonneg=True),
+        _num(v["algbw"], "algbw", line_no, nonneg=True),
+        _num(v["busbw"], "busbw", line_no, nonneg=True),
         wrong,
         error,
     )
@@ -213,6 +225,7 @@ def parse_text(text: str) -> NcclReport:
     threads_gpus: int | None = None
     avg: float | None = None
     oob: int | None = None
+    oob_failed, oob_line = False, None
     version: str | None = None
     hdr: _Header | None = None
     banner: str | None = None
@@ -227,7 +240,8 @@ def parse_text(text: str) -> NcclReport:
             elif m := _AVG_RE.match(line):
                 avg = _num(m.group(1), "average bus bandwidth", no)
             elif m := _OOB_RE.match(line):
-                oob = int(m.group(1))
+                oob = _int(m.group(1), "out-of-bounds count", no, nonneg=True)
+                oob_failed, oob_line = oob > 0 or m.group(2).upper() == "FAILED", no
             elif m := _VERSION_RE.match(line):
                 version = m.group(1)
             elif "out-of-place" in line or "in-place" in line:
@@ -255,7 +269,8 @@ def parse_text(text: str) -> NcclReport:
                 f"{' '.join(tok)!r}"
             )
         lead = dict(zip(hdr.lead, tok[:n_lead], strict=True))
-        size, count = _int(lead["size"], "size", no), _int(lead.get("count", "0"), "count", no)
+        size = _int(lead["size"], "size", no, nonneg=True)
+        count = _int(lead.get("count", "0"), "count", no, nonneg=True)
         root = _int(lead["root"], "root", no) if "root" in lead else -1
         for placement, cols in blocks:
             time_us, algbw, busbw, wrong, error = _row_values(cols, hdr, no)
@@ -279,7 +294,8 @@ def parse_text(text: str) -> NcclReport:
     if not rows:
         raise ParseError("no nccl-tests result line found (expected 'size count type redop root time ...')")
     ranks = len(devices) if devices else threads_gpus
-    return NcclReport("text", tuple(rows), ranks, tuple(devices[r] for r in sorted(devices)), avg, oob, version)
+    devs = tuple(devices[r] for r in sorted(devices))
+    return NcclReport("text", tuple(rows), ranks, devs, avg, oob, version, oob_failed, oob_line)
 
 
 def _get(doc: Mapping[str, Any], key: str, where: str) -> Any:
@@ -288,17 +304,92 @@ def _get(doc: Mapping[str, Any], key: str, where: str) -> Any:
     return doc[key]
 
 
-def _float(v: Any, where: str) -> float:
+def _float(v: Any, where: str, nonneg: bool = True) -> float:
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ParseError(f"nccl-tests JSON: {where} must be a finite number, got {v!r}")
+        raise ParseError(f"nccl-tests JSON: {where} must be a finite number, got {_shown(v)}")
+    if nonneg and v < 0:
+        raise ParseError(f"nccl-tests JSON: {where} is {v!r}, negative; a time, bandwidth or count is >= 0")
     return float(v)
 
 
+def _whole(v: Any, where: str) -> int:
+    """A size, count or wrong-element count: a non-negative integer up to 2^63 (nccl-tests writes ``size_t``;
+    ``nwrong`` as a float with zero decimals, so a whole float is accepted)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v > MAX_SIZE or v != int(v):
+        raise ParseError(f"nccl-tests JSON: {where} must be a whole number from 0 to 2^63, got {_shown(v)}")
+    return int(v)
+
+
+def _shown(v: Any) -> str:
+    text = json.dumps(v) if isinstance(v, (dict, list, str, int, float, bool)) or v is None else repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _text(v: Any, where: str) -> str:
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise ParseError(f"nccl-tests JSON: {where} must be a string, got {_shown(v)}")
+    return v
+
+
+def _root(v: Any, where: str) -> int:
+    """``root`` is written as a padded string (``"    -1"``); an integer is taken as well."""
+    if v is None:
+        return -1
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"\s*-?\d{1,10}\s*", v):
+        return int(v)
+    if isinstance(v, str) and not v.strip():
+        return -1
+    raise ParseError(f"nccl-tests JSON: {where} must be a rank number such as \"    -1\", got {_shown(v)}")
+
+
+def _block(body: Any, where: str) -> tuple[float, float, float, int | None]:
+    """(time µs, algbw, busbw, nwrong) of one ``out_of_place`` / ``in_place`` object."""
+    if not isinstance(body, dict):
+        raise ParseError(
+            f"nccl-tests JSON: {where} must be an object with time, alg_bw, bus_bw and nwrong, got {_shown(body)}"
+        )
+    time_key = "time" if "time" in body else "cpu_time"
+    nwrong = body.get("nwrong")
+    return (
+        _float(_get(body, time_key, where), f"{where}.{time_key}"),
+        _float(_get(body, "alg_bw", where), f"{where}.alg_bw"),
+        _float(_get(body, "bus_bw", where), f"{where}.bus_bw"),
+        None if nwrong is None else _whole(nwrong, f"{where}.nwrong"),
+    )
+
+
+def _ranks(config: Any) -> tuple[int | None, tuple[str, ...]]:
+    """(rank count, device names) of the ``config`` object; raises ParseError on a shape nccl-tests never writes."""
+    if config is None:
+        return None, ()
+    if not isinstance(config, dict):
+        raise ParseError(f"nccl-tests JSON: config must be an object, got {_shown(config)}")
+    devices = config.get("devices", [])
+    if not isinstance(devices, list) or not all(isinstance(d, dict) for d in devices):
+        raise ParseError(
+            f"nccl-tests JSON: config.devices must be a list of objects (one per process), got {_shown(devices)}"
+        )
+    nthreads, ngpus = config.get("nthreads"), config.get("ngpus")
+    for key, v in (("nthreads", nthreads), ("ngpus", ngpus)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ParseError(f"nccl-tests JSON: config.{key} must be a whole number >= 0, got {_shown(v)}")
+    names = tuple(str(d.get("device_info", "")) for d in devices)
+    if devices and isinstance(nthreads, int) and isinstance(ngpus, int):
+        return len(devices) * nthreads * ngpus, names
+    return None, names
+
+
 def parse_json(text: str) -> NcclReport:
-    """Parse an nccl-tests ``-J`` file. Raises ParseError when it is not that JSON."""
+    """Parse an nccl-tests ``-J`` file. Raises ParseError (naming the field and the shape expected) when it is
+    not that JSON: a result that is not an object, a size that is not a whole number from 0 to 2^63, a negative
+    or non-numeric time or bandwidth, an ``out_of_place`` that is not an object, a ``config`` of another shape."""
     try:
         doc = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ParseError(f"nccl-tests JSON: not JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):
         raise ParseError("nccl-tests JSON: expected an object with a 'results' list")
@@ -306,47 +397,40 @@ def parse_json(text: str) -> NcclReport:
     for i, rec in enumerate(doc["results"]):
         where = f"results[{i}]"
         if not isinstance(rec, dict):
-            raise ParseError(f"nccl-tests JSON: {where} is not an object")
-        size, count = int(_float(_get(rec, "size", where), where)), int(_float(_get(rec, "count", where), where))
-        root = int(str(rec.get("root", "-1")).strip() or "-1")
+            raise ParseError(f"nccl-tests JSON: {where} must be an object, got {_shown(rec)}")
+        size = _whole(_get(rec, "size", where), f"{where}.size")
+        count = _whole(_get(rec, "count", where), f"{where}.count")
+        root = _root(rec.get("root"), f"{where}.root")
+        type_, redop = _text(rec.get("type"), f"{where}.type"), _text(rec.get("redop"), f"{where}.redop")
         for placement, key in zip(PLACEMENTS, ("out_of_place", "in_place"), strict=True):
-            body = rec.get(key)
-            if body is None:
+            if rec.get(key) is None:
                 continue
-            w = f"{where}.{key}"
-            nwrong = body.get("nwrong")
+            time_us, algbw, busbw, wrong = _block(rec[key], f"{where}.{key}")
             rows.append(
-                NcclRow(
-                    size_bytes=size,
-                    count=count,
-                    type=str(rec.get("type", "")),
-                    redop=str(rec.get("redop", "")),
-                    root=root,
-                    placement=placement,
-                    time_us=_float(body.get("time", body.get("cpu_time")), f"{w}.time"),
-                    algbw_gbps=_float(_get(body, "alg_bw", w), f"{w}.alg_bw"),
-                    busbw_gbps=_float(_get(body, "bus_bw", w), f"{w}.bus_bw"),
-                    wrong=None if nwrong is None else int(_float(nwrong, f"{w}.nwrong")),
-                )
+                NcclRow(size, count, type_, redop, root, placement, time_us, algbw, busbw, wrong, result_index=i)
             )
     if not rows:
         raise ParseError("nccl-tests JSON: 'results' holds no measurement")
-    config: dict[str, Any] = doc["config"] if isinstance(doc.get("config"), dict) else {}
-    devs = [d for d in config.get("devices", []) if isinstance(d, dict)]
-    nthreads, ngpus = config.get("nthreads"), config.get("ngpus")
-    ranks = len(devs) * nthreads * ngpus if devs and isinstance(nthreads, int) and isinstance(ngpus, int) else None
+    ranks, devices = _ranks(doc.get("config"))
     avg_doc = doc.get("average_bus_bandwidth")
-    avg = avg_doc.get("bandwidth") if isinstance(avg_doc, dict) else None
+    if avg_doc is not None and not isinstance(avg_doc, dict):
+        raise ParseError(f"nccl-tests JSON: average_bus_bandwidth must be an object, got {_shown(avg_doc)}")
+    avg = avg_doc.get("bandwidth") if avg_doc is not None else None
     oob_doc = doc.get("out_of_bounds")
-    oob = oob_doc.get("count") if isinstance(oob_doc, dict) else None
+    if oob_doc is not None and not isinstance(oob_doc, dict):
+        raise ParseError(f"nccl-tests JSON: out_of_bounds must be an object with a count, got {_shown(oob_doc)}")
+    oob_count = oob_doc.get("count") if oob_doc is not None else None
+    oob = _whole(oob_count, "out_of_bounds.count") if oob_count is not None else None
+    version = doc.get("nccl_version")
     return NcclReport(
         "json",
         tuple(rows),
         ranks,
-        tuple(str(d.get("device_info", "")) for d in devs),
+        devices,
         _float(avg, "average_bus_bandwidth.bandwidth") if avg is not None else None,
-        oob if isinstance(oob, int) else None,
-        str(doc["nccl_version"]) if "nccl_version" in doc else None,
+        oob,
+        str(version) if isinstance(version, (int, str)) and not isinstance(version, bool) else None,
+        bool(oob),
     )
 
 
@@ -361,7 +445,8 @@ _FIELDS = ("time_us", "algbw_gbps", "busbw_gbps", "wrong")
 UNITS = {"time_us": "us", "algbw_gbps": "GB/s", "busbw_gbps": "GB/s", "wrong": "elements", "size_bytes": "B"}
 UNITS |= {"max_error": ""}
 UNITS |= {f"{k}_inplace": UNITS[k] for k in (*_FIELDS, "max_error")}
-_TABLE, _LINE = "_table", "_line"  # where a record came from (text tables only); not metrics
+_TABLE, _LINE, _AT, _OOB = "_table", "_line", "_at", "_oob"  # where a record came from, the footer; not metrics
+_PRIVATE = (_TABLE, _LINE, _AT, _OOB)
 
 
 def _records(text: str, pattern: str | None) -> list[Record]:
@@ -371,6 +456,10 @@ def _records(text: str, pattern: str | None) -> list[Record]:
     except ParseError as exc:
         raise ParseError(f"no usable nccl-tests output ({exc})") from None
     out: list[dict[str, Any]] = []
+    oob = None
+    if report.out_of_bounds_failed:
+        at = f"line {report.out_of_bounds_line}" if report.out_of_bounds_line else "out_of_bounds.count"
+        oob = f"{at}: '# Out of bounds values : {report.out_of_bounds} FAILED'"
     for row in report.rows:
         suffix = "" if row.placement == "out-of-place" else "_inplace"
         cur = out[-1] if out else None
@@ -382,6 +471,8 @@ def _records(text: str, pattern: str | None) -> list[Record]:
         ):
             cur = {"size_bytes": row.size_bytes, "count": row.count, "type": row.type, "redop": row.redop}
             cur[_TABLE], cur[_LINE] = row.table, row.line
+            cur[_AT] = f"line {row.line}" if row.line is not None else f"results[{row.result_index}]"
+            cur[_OOB] = oob
             out.append(cur)
         cur[f"time_us{suffix}"] = row.time_us
         cur[f"algbw_gbps{suffix}"] = row.algbw_gbps
@@ -398,9 +489,32 @@ def _sizes(records: Sequence[Record]) -> str:
     return ", ".join(sizes) if len(sizes) <= 8 else f"{', '.join(sizes[:4])}, ..., {', '.join(sizes[-2:])}"
 
 
+def _judge(record: Record) -> None:
+    """Raise InvalidMeasurement when nccl-tests itself says the case's figures are not a measurement: its row
+    counted wrong elements (``#wrong`` / ``nwrong`` > 0, either placement), or the run's footer says out-of-bounds
+    values were found (``# Out of bounds values : N FAILED``; N is the sum of ``#wrong`` over every row). A
+    collective that returns wrong data may skip work, so its time and bandwidth describe nothing."""
+    wrong = {p: record.get(f"wrong{s}") for p, s in (("out-of-place", ""), ("in-place", "_inplace"))}
+    bad = {p: n for p, n in wrong.items() if isinstance(n, int) and n > 0}
+    at, size = record.get(_AT), record.get("size_bytes")
+    if bad:
+        counts = " and ".join(f"{n} {p}" for p, n in bad.items())
+        raise InvalidMeasurement(
+            f"nccl-tests {at} (size {size} B): #wrong is {counts} — the collective returned wrong elements, so "
+            "its time and bandwidth are not a valid measurement; check the GPUs, the NCCL build and the network"
+        )
+    if record.get(_OOB):
+        raise InvalidMeasurement(
+            f"nccl-tests {record[_OOB]} — the run returned wrong elements (for a size other than {size} B "
+            "or in a placement not printed), so none of its figures is a valid measurement; check the GPUs, "
+            "the NCCL build and the network"
+        )
+
+
 def select_case(records: Sequence[Record], case: Mapping[str, Any]) -> list[Record]:
     """The one record of the case's ``size_bytes`` (no such parameter: the output's only record). Raises
-    ParseError naming the count, the sizes found and a hint that fits: rows of one size from several tables
+    ParseError naming the count, the sizes found and a hint that fits (InvalidMeasurement when nccl-tests counted
+    wrong elements, see :func:`_judge`): rows of one size from several tables
     (several separate jobs each printed theirs) are not fixed by ``-b``/``-e``; rows of several sizes are."""
     size = case.get("size_bytes")
     if isinstance(size, int) and not isinstance(size, bool):
@@ -409,7 +523,8 @@ def select_case(records: Sequence[Record], case: Mapping[str, Any]) -> list[Reco
     else:
         picked, what = list(records), "where one case is one message size"
     if len(picked) == 1:
-        return [{k: v for k, v in picked[0].items() if k not in (_TABLE, _LINE)}]
+        _judge(picked[0])
+        return [{k: v for k, v in picked[0].items() if k not in _PRIVATE}]
     tables = sorted({r.get(_TABLE, 1) for r in picked})
     if len(picked) > 1 and len({r["size_bytes"] for r in picked}) == 1 and len(tables) > 1:
         lines = ", ".join(str(r[_LINE]) for r in picked if r.get(_LINE) is not None)

@@ -1,5 +1,6 @@
 """``sglang-one-batch``: the result JSONL of SGLang's ``python -m sglang.bench_one_batch --result-filename F``
-— one line per (batch size, input length, output length) run — pure.
+— one line per (batch size, input length, output length) run; a case is one run, so every metric comes from the
+last line (several lines: a note in the result's warnings) — pure.
 
 Fields (sglang/bench_one_batch.py): ``run_name``, ``batch_size``, ``input_len``, ``output_len`` (tokens),
 ``prefill_latency`` (s), ``prefill_throughput`` (tok/s), ``median_decode_latency`` (s, one decode step of the
@@ -24,7 +25,7 @@ UNITS = {
 
 
 def _records(text: str, pattern: str | None) -> list[Record]:
-    return list(json_lines(text))
+    return list(json_lines(text, numbered=True))
 
 
 PARSER = ParserDef(
@@ -41,4 +42,5 @@ PARSER = ParserDef(
         "overall_throughput",
     ),
     signature=("batch_size", "median_decode_throughput"),
+    single=True,
 )

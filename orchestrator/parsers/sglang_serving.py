@@ -1,5 +1,6 @@
 """``sglang-serving``: the JSONL that SGLang's ``python -m sglang.bench_serving --output-file F`` appends, one
-line per benchmark run — pure.
+line per benchmark run — pure. The file is appended to, so a reused file holds earlier runs: every metric comes
+from the last line, never a field of an earlier run, and several lines add a note to the result's warnings.
 
 Fields: ``backend``, ``request_rate`` (req/s; ``Infinity`` when unbounded, not a metric then),
 ``max_concurrency``, ``duration`` (s), ``completed`` (requests), ``request_throughput`` (req/s),
@@ -29,7 +30,7 @@ UNITS = {
 
 
 def _records(text: str, pattern: str | None) -> list[Record]:
-    return list(json_lines(text))
+    return list(json_lines(text, numbered=True))
 
 
 PARSER = ParserDef(
@@ -45,4 +46,5 @@ PARSER = ParserDef(
     ),
     requests=request_counts,
     signature=("completed", "output_throughput", "duration"),
+    single=True,
 )

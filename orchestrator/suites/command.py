@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import SuiteError
-from orchestrator.parsers import PARSERS, ParseError, RequestCounts, extract
+from orchestrator.parsers import PARSERS, InvalidMeasurement, ParseError, RequestCounts, extract
 from orchestrator.protocol import Event, Metric, parse_metric
 from orchestrator.suites.secrets import redact_env
 
@@ -287,19 +287,39 @@ def parse_runs(
 ) -> tuple[dict[str, Metric], list[RequestCounts | None]]:
     """:func:`parse_outputs` plus each run's request counts (None per run when the parser's tool reports none:
     the counts of the last record that has them)."""
+    parsed = parse_case(suite, outputs, case)
+    return parsed.metrics, parsed.counts
+
+
+@dataclass(frozen=True)
+class ParsedCase:
+    """What a case's outputs gave: the metrics, each run's request counts, and notes for the result's warnings
+    (an output that held several runs' records, of which the last was used)."""
+
+    metrics: dict[str, Metric]
+    counts: list[RequestCounts | None]
+    notes: list[str]
+
+
+def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, Any] | None = None) -> ParsedCase:
+    """Parse each run's output of one case (see :func:`parse_outputs`). Raises ParseError (InvalidMeasurement
+    when the tool says its measurement is not valid) naming the parser and the run; a request count that cannot
+    be one (``failed: -3``) is a ParseError too."""
     parser = PARSERS[suite.parser]
     counts: list[RequestCounts | None] = []
+    notes: list[str] = []
     paths = {m.name: m.path for m in suite.metrics}
     optional = {m.name for m in suite.metrics if m.optional}
     per_metric: dict[str, list[float]] = {m.name: [] for m in suite.metrics}
     for i, text in enumerate(outputs):
         run = f" (run {i + 1} of {len(outputs)})" if len(outputs) > 1 else ""
         try:
-            records = parser.parse(text, suite.pattern, case)
+            records, noted = parser.parse_noted(text, suite.pattern, case)
+            if parser.requests is not None:
+                counts.append(next((c for r in reversed(records) if (c := parser.requests(r)) is not None), None))
         except ParseError as exc:
-            raise ParseError(f"parser {suite.parser} found {exc}{run}") from None
-        if parser.requests is not None:
-            counts.append(next((c for r in reversed(records) if (c := parser.requests(r)) is not None), None))
+            raise type(exc)(f"parser {suite.parser} found {exc}{run}") from None
+        notes.extend(f"{n}{run}" for n in noted)
         found, missing = extract(records, paths)
         if not found:
             missing = list(paths)
@@ -313,7 +333,7 @@ def parse_runs(
             per_metric[name].append(v)
     n = len(outputs)
     metrics = {m.name: _summary(per_metric[m.name], m.unit) for m in suite.metrics if len(per_metric[m.name]) == n}
-    return metrics, counts
+    return ParsedCase(metrics, counts, notes)
 
 
 def _tail(text: str, n: int = STORED_OUTPUT_CHARS) -> str:
@@ -332,7 +352,10 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
       an ``error`` for its case (``kind: "parse"``), never a silent success. A serving benchmark's request
       counts (:func:`judge_requests`): ``failed_requests`` is stored as a metric, any failure adds a warning
       to ``info.warnings``; no request completed, or more failed than ``max_failed_requests``, is an ``error``
-      (``kind: "requests"``).
+      (``kind: "requests"``). A tool that says its own measurement is not valid (nccl-tests counted wrong
+      elements) is an ``error`` of ``kind: "invalid"`` naming the line; an output holding several runs' records
+      (of which the last is used) adds a note to ``info.warnings``. A parser that fails in an unexpected way (a
+      bug) turns this case into a ``parse`` error saying so; the host's other cases go on.
     - any event with a case: ``argv``/``env``/``timeout_s`` move from the case to ``info.command`` (results) or
       ``command`` (errors), so the stored case is the parameters alone.
     """
@@ -367,22 +390,32 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
     if isinstance(stdout, str) and main is not None:
         info["stdout_tail"] = _tail(stdout, 4096)
     try:
-        parsed, counts = parse_runs(suite, texts, data["case"])
-        failed, warning = judge_requests(counts, suite.max_failed_requests)
+        case_parsed = parse_case(suite, texts, data["case"])
+        parsed = case_parsed.metrics
+        failed, warning = judge_requests(case_parsed.counts, suite.max_failed_requests)
     except (ParseError, RequestsError) as exc:
         last = [ln for ln in text.strip().splitlines() if ln.strip()][-3:]
         shown = " | ".join(ln[:200] for ln in last) if last else "(empty output)"
         kind = "parse" if isinstance(exc, ParseError) else "requests"
         message = f"{exc}; last output lines: {shown}" if kind == "parse" else f"parser {suite.parser}: {exc}"
+        if isinstance(exc, InvalidMeasurement):
+            kind, message = "invalid", str(exc)
         err = {"message": message, "case": data["case"], "kind": kind, "info": info}
+        if ev.case_index is not None:
+            err["case_index"] = ev.case_index
+        return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+    except Exception as exc:  # noqa: BLE001 - a parser bug costs this case only, never the host's other cases
+        err = {"message": f"parser {suite.parser} failed on this output ({type(exc).__name__}: {exc}); this is a "
+               "bug in orch, please report it with the output kept in info.output_tail",
+               "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
         if ev.case_index is not None:
             err["case_index"] = ev.case_index
         return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
     metrics = {**_agent_metrics(data), **parsed}
     if failed is not None:
         metrics["failed_requests"] = failed
-    if warning is not None:
-        info["warnings"] = [*info.get("warnings", []), warning]
+    for note in [*case_parsed.notes, *([warning] if warning is not None else [])]:
+        info["warnings"] = [*info.get("warnings", []), note]
     refs = {}
     for name, bound in suite.references_for(group).items():
         if name in metrics:

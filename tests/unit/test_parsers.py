@@ -23,8 +23,12 @@ def _values(parser: str, text: str, paths: list[str], pattern: str | None = None
 
 def test_sglang_one_batch_takes_the_last_result_line() -> None:
     text = _read("sglang_one_batch.jsonl")
-    records = PARSERS["sglang-one-batch"].parse(text)
-    assert [r["batch_size"] for r in records] == [1, 16]
+    records, notes = PARSERS["sglang-one-batch"].parse_noted(text)
+    assert [r["batch_size"] for r in records] == [16]  # one run per output: the last line, never a mix
+    assert notes == [
+        "the output holds 2 sglang-one-batch result records (lines 1, 2): used the last one (line 2) for every "
+        "metric; the others are earlier runs appended to the same file"
+    ]
     assert _values("sglang-one-batch", text, list(PARSERS["sglang-one-batch"].headline)) == {
         "prefill_latency": 0.6112,
         "prefill_throughput": 26806.28,
@@ -48,7 +52,7 @@ def test_sglang_one_batch_rejects_other_json_lines() -> None:
 
 
 def test_sglang_serving_with_and_without_accept_length() -> None:
-    records = PARSERS["sglang-serving"].parse(_read("sglang_serving.jsonl"))
+    records = PARSERS["sglang-serving"].records(_read("sglang_serving.jsonl"), None)
     assert len(records) == 2
     first, second = records
     assert lookup(first, "output_throughput") == 2667.53
