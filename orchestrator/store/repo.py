@@ -453,11 +453,17 @@ class Store:
 
         PostgreSQL: one ``INSERT .. SELECT FROM json_to_recordset(:rows)`` — a single parameter the server
         parses, instead of psycopg expanding a 15-column VALUES list client-side (that parse was 40% of ingest).
+        Rows with a large ``info`` or ``samples`` (command outputs' excerpts, long sample lists; judged by the
+        batch's first row) go by one pipelined ``executemany`` of JSON text instead: the server parsed each large
+        value twice (the recordset, then the column's own json), and 20 KB rows ran at 0.44-0.69x of the floor,
+        2 MB rows at 0.58x (bench/ingest.py, load 20-25); 1.28x and 1.35x this way.
         SQLite: one DB-API ``executemany`` of tuples whose JSON and datetime columns are encoded here as
         SQLAlchemy's types would (``_sqlite_result_rows``): its per-row parameter processing was a third of the
         ingest of 200 B lines (bench/ingest.py).
         """
         conn = s.connection()
+        if self.dialect == "postgresql" and _pg_row_json_bytes(rows[0]) >= PG_RECORDSET_MAX_JSON_BYTES:
+            return int(conn.exec_driver_sql(_pg_insert_results_sql(), _pg_result_rows(rows)).rowcount)
         if self.dialect == "postgresql":
             for r in rows:
                 ts = r["ts"]
@@ -1024,20 +1030,67 @@ _SQLITE_INSERT_RESULTS = (
     f"INSERT INTO results ({', '.join(_SQLITE_RESULT_COLUMNS)}) VALUES ({', '.join('?' * len(_SQLITE_RESULT_COLUMNS))})"
     " ON CONFLICT (run_id, host, seq) DO NOTHING"
 )
-_SQLITE_DATETIME = "%Y-%m-%d %H:%M:%S.%f"  # SQLAlchemy's SQLite DATETIME storage format (naive UTC, see UTCDateTime)
+
+
+def _sqlite_datetime(ts: datetime) -> str:
+    """``ts`` as SQLAlchemy's SQLite DATETIME stores it: naive UTC, ``%04d-%02d-%02d %02d:%02d:%02d.%06d`` (its
+    ``DATETIME._storage_format``; strftime's ``%Y`` would not pad years before 1000). %-formatting of the fields
+    is ~2x faster than strftime, which was ~5 us of the ~60 per 200 B line ingested."""
+    if ts.tzinfo is not timezone.utc:
+        ts = ts.astimezone(timezone.utc)
+    return "%04d-%02d-%02d %02d:%02d:%02d.%06d" % (  # noqa: UP031 - the storage format, as SQLAlchemy writes it
+        ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond,
+    )  # fmt: skip
+
+
+PG_RECORDSET_MAX_JSON_BYTES = 4096  # a row's info + samples as JSON; from this size on, executemany (bench/ingest.py)
+
+
+def _pg_row_json_bytes(row: dict[str, Any]) -> int:
+    return len(compact_json(row["info"])) + (0 if row["samples"] is None else len(compact_json(row["samples"])))
+
+
+@functools.cache
+def _pg_insert_results_sql() -> str:
+    """``INSERT INTO results (..) VALUES (%s, .., %s::json, ..) ON CONFLICT (run_id, host, seq) DO NOTHING`` for
+    psycopg's executemany: JSON columns cast from text to their type (json, or jsonb for ``metrics``)."""
+    dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    values = []
+    for name in _SQLITE_RESULT_COLUMNS:
+        typ = _RESULT_TABLE.c[name].type.dialect_impl(dialect)
+        values.append(f"%s::{typ.compile(dialect=dialect).lower()}" if isinstance(typ, JSON) else "%s")
+    return (
+        f"INSERT INTO results ({', '.join(_SQLITE_RESULT_COLUMNS)}) VALUES ({', '.join(values)})"
+        " ON CONFLICT (run_id, host, seq) DO NOTHING"
+    )
+
+
+def _pg_result_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+    """``_result_row`` dicts as psycopg parameters for ``_pg_insert_results_sql``: JSON columns as compact JSON
+    text as the column types would write them (``None`` as JSON ``null``, except ``samples``: SQL NULL), ``ts``
+    the aware datetime (timestamptz)."""
+    js = compact_json
+    return [
+        (
+            r["run_id"], r["host"], r["seq"], r["case_index"], r["status"], js(r["case_params"]), r["case_key"],
+            r["m"], r["concurrency"], r["size_bytes"], js(r["metrics"]),
+            None if r["samples"] is None else js(r["samples"]), js(r["info"]), r["error"], r["ts"],
+        )  # in _SQLITE_RESULT_COLUMNS order, checked below
+        for r in rows
+    ]  # fmt: skip
 
 
 def _sqlite_result_rows(rows: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     """``_result_row`` dicts as DB-API tuples for SQLite, encoded as the column types would: JSON columns as
     compact JSON text (``None`` as JSON ``null``, except ``samples`` which is SQL NULL), ``ts`` as naive UTC text.
     tests/integration/test_store.py checks that the stored rows equal those of SQLAlchemy's own INSERT."""
-    js, utc, fmt = compact_json, timezone.utc, _SQLITE_DATETIME
+    js, dt = compact_json, _sqlite_datetime
     return [
         (
             r["run_id"], r["host"], r["seq"], r["case_index"], r["status"], js(r["case_params"]), r["case_key"],
             r["m"], r["concurrency"], r["size_bytes"], js(r["metrics"]),
             None if r["samples"] is None else js(r["samples"]), js(r["info"]), r["error"],
-            None if r["ts"] is None else r["ts"].astimezone(utc).strftime(fmt),
+            None if r["ts"] is None else dt(r["ts"]),
         )  # in _SQLITE_RESULT_COLUMNS order, checked below
         for r in rows
     ]  # fmt: skip

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta, timezone
+
 import pytest
 from sqlalchemy import update
 
 from orchestrator.errors import NotFoundError
 from orchestrator.protocol import Event
+from orchestrator.store import compute, repo
 from orchestrator.store.models import HostRun
 from orchestrator.store.repo import Store
 from tests.integration.conftest import hello, result_event
@@ -74,3 +77,60 @@ def test_unique_backstop_recounts_each_host_run(store: Store) -> None:
     assert got == [1, 1]  # h1's line 0 was already stored: the backstop dropped it, and the counts say so
     assert _counts(store, run_id) == {"h1": (1, 2, 0), "h2": (1, 2, 0)}
     assert store.results(run_id).total == 4
+
+
+@pytest.mark.parametrize(
+    "ts", [1_700_000_003.25, 0.0, -1.5, 1_800_000_000.9999996, -61_000_000_000.000001, 253_402_300_799.5]
+)
+def test_sqlite_timestamps_are_written_as_sqlalchemys_datetime_type_would(ts: float) -> None:
+    """The SQLite fast path formats ``ts`` itself; SQLAlchemy's own DATETIME processor is the reference (years
+    before 1000 zero-padded, microseconds always written, UTC without an offset)."""
+    from sqlalchemy.dialects import sqlite
+
+    when = compute.from_unix(ts)
+    assert when is not None
+    want = sqlite.DATETIME().bind_processor(sqlite.dialect())(when.replace(tzinfo=None))  # type: ignore[misc]
+    assert repo._sqlite_datetime(when) == want
+    assert repo._sqlite_datetime(when.astimezone(timezone(timedelta(hours=-7)))) == want
+
+
+def test_postgres_rows_with_a_large_info_store_what_sqlalchemys_own_insert_would(pg_url: str) -> None:
+    """PostgreSQL writes a batch whose first row's info is large by executemany of JSON text (others by
+    json_to_recordset): it stores, value for value, what SQLAlchemy's INSERT of the same row dicts stores, JSON
+    null included; rows skipped on conflict count 0."""
+    from sqlalchemy import text
+    from sqlalchemy.dialects import postgresql
+
+    from orchestrator.store.models import Result
+
+    store = Store.from_url(pg_url)
+    store.upgrade()
+    big = {"stdout": {"head": "é ✓ " + "x" * repo.PG_RECORDSET_MAX_JSON_BYTES, "bytes": 9}, "n": None}
+    with_samples = result_event(2, 8, 3.0, gbps=10.0, note="é ✓")
+    batches = {
+        "large": [
+            Event(seq=0, type="result", ts=1_700_000_003.25, data={"case": {"M": 1}, "case_index": 0,
+                  "metrics": {"x": {"value": 1, "unit": "u"}}, "info": big}),
+            Event(seq=1, type="result", data={"case": {"M": 2}, "metrics": {"x": {"value": 2, "unit": "u"}}}),
+            Event(seq=2, type="result", ts=with_samples.ts, data={**with_samples.data, "info": big}),
+            Event(seq=3, type="error", data={"message": "OOM", "case": {"M": 8}, "case_index": 2}),
+        ],
+    }  # fmt: skip
+    cols = ", ".join(f"{c.name}::text" for c in Result.__table__.c if c.name not in ("id", "run_id"))
+    for events in batches.values():
+        fast, ref = _run(store, ["h1"]), _run(store, ["h1"])
+        assert store.ingest(fast, "h1", events) == len(events)
+        rows: list[dict[str, object]] = []
+        dummy = HostRun(run_id=ref, host="h1", status="running", last_seq=-1, results=0, errors=0, info={})
+        for ev in events:
+            store._apply(dummy, ev, rows, ref, "h1")
+        with store.engine.begin() as conn:
+            conn.execute(postgresql.insert(Result.__table__), rows)  # type: ignore[arg-type]
+            select_rows = text(f"SELECT {cols} FROM results WHERE run_id = :r ORDER BY seq")
+            got = {rid: conn.execute(select_rows, {"r": rid}).all() for rid in (fast, ref)}
+        assert len(got[fast]) == len(events) and got[fast] == got[ref]
+        with store.engine.begin() as conn:  # a racing writer: the rows are there, last_seq is not
+            conn.execute(update(HostRun).where(HostRun.run_id == fast).values(last_seq=-1))
+        assert store.ingest(fast, "h1", events) == 0
+        assert store.results(fast).total == len(events)
+    store.close()
