@@ -4,8 +4,10 @@
   files are ``<orch_home>/runs/<run_id>/<host>/`` (per host: two hosts sharing an NFS home never share a spool).
 - :func:`dead_worker_error`: a worker that died without ``done`` becomes the host's error, with the reason the
   worker recorded (e.g. ``cannot write .../events.jsonl: No space left on device (ENOSPC)``) when it could.
-- :func:`start_run`: ``agent start --spec -`` with the spec on stdin (never argv: ``ps`` would show env values,
-  and Linux caps one argument at 128 KiB); GPUs leased by another run become a host error naming the holder.
+- :func:`start_argv` / :func:`start_input` / :func:`start_answer`: ``agent start --spec - --follow`` with the spec
+  on stdin (never argv: ``ps`` would show env values, and Linux caps one argument at 128 KiB); its first stdout
+  line is the start's answer, the rest is the spool as ``follow`` prints it (one SSH session and one remote
+  Python start for both); GPUs leased by another run become a host error naming the holder.
 - :func:`with_full_outputs`: a ``command`` result whose outputs were too large to travel in the line
   (``info.outputs_complete`` false, see the agent's ``benches/command.py``) gets them fetched from the host
   (``agent logs --parsed``) before orch parses it, so parsing is correct for outputs of any size.
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.errors import HostError, RemoteCommandError
+from orchestrator.errors import HostError, OrchError, RemoteCommandError
 from orchestrator.inventory import Host
 from orchestrator.protocol import Event
 from orchestrator.transport.base import Transport
@@ -38,31 +40,44 @@ def run_dir_text(host: Host, run_id: str) -> str:
 START_TIMEOUT_S = 120.0
 
 
-async def start_run(t: Transport, agent: list[str], host: Host, spec: dict[str, Any], *, wait_s: float = 0.0) -> None:
-    """Start the run's worker on the host. ``spec`` is sent as is, plus ``lease_wait_s`` (``wait_s``: how long
-    the agent waits for GPUs another run holds). Raises HostError (GPUs busy, naming the holder; the run dir
-    cannot be written) or RemoteCommandError."""
-    argv = [*agent, "start", "--spec", "-", *run_opts(host)]
-    doc_in = json.dumps({**spec, "lease_wait_s": wait_s})
-    res = await t.run(argv, timeout_s=START_TIMEOUT_S + wait_s, check=False, input=doc_in)
+def start_argv(agent: list[str], host: Host) -> list[str]:
+    """``agent start --spec - --follow``: start the run's worker, then follow its spool on the same channel."""
+    return [*agent, "start", "--spec", "-", "--follow", *run_opts(host)]
+
+
+def start_input(spec: dict[str, Any], *, wait_s: float = 0.0) -> bytes:
+    """The spec as the agent reads it on stdin, plus ``lease_wait_s`` (``wait_s``: how long the agent waits for
+    GPUs another run holds)."""
+    return json.dumps({**spec, "lease_wait_s": wait_s}).encode("utf-8")
+
+
+def start_answer(line: bytes) -> dict[str, Any]:
+    """The start's answer (the first stdout line of ``start --follow``): ``{"run_id", "pid", "spool", "started"}``
+    when it started (or found the run finished), else the agent's error document ``{"error", "code", ...}``;
+    ``{}`` for a line that is neither."""
     try:
-        res.json_object()
-        return
-    except ValueError as why:
-        lines = res.stdout.strip().splitlines()
-        doc = agent_error_doc(lines[-1]) if lines else {}
-        if doc.get("code") == "gpu_busy":
-            waited = f"waited {wait_s:g} s; " if wait_s else ""
-            raise HostError(
-                host.name,
-                str(doc.get("error")),
-                f"{waited}wait for it with orch run ... --wait SECONDS, or see the leases with orch doctor",
-            ) from None
-        if doc.get("code") == "write_failed":
-            raise HostError(
-                host.name, str(doc.get("error")), "free space on the host or point its orch_home: at other storage"
-            ) from None
-        raise RemoteCommandError(host.name, argv[1:3], res.exit_status, str(why)) from None
+        doc = json.loads(line)
+    except ValueError:
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def start_refused(host: Host, argv: list[str], doc: dict[str, Any], exit_status: int | None, *,
+                  wait_s: float = 0.0) -> OrchError:  # fmt: skip
+    """The host's error for a start that did not start: GPUs busy (naming the holder), the run dir cannot be
+    written, else the agent's own message as a RemoteCommandError."""
+    if doc.get("code") == "gpu_busy":
+        waited = f"waited {wait_s:g} s; " if wait_s else ""
+        return HostError(
+            host.name,
+            str(doc.get("error")),
+            f"{waited}wait for it with orch run ... --wait SECONDS, or see the leases with orch doctor",
+        )
+    if doc.get("code") == "write_failed":
+        hint = "free space on the host or point its orch_home: at other storage"
+        return HostError(host.name, str(doc.get("error")), hint)
+    why = str(doc.get("error") or f"no start answer (exit status {exit_status})")
+    return RemoteCommandError(host.name, argv[1:3], exit_status, why)
 
 
 def agent_error_doc(stderr: str) -> dict[str, Any]:

@@ -30,12 +30,22 @@ import contextlib
 import getpass
 import random
 import socket
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from orchestrator.agentctl import dead_worker_error, run_dir_text, run_opts, start_run, with_full_outputs
+from orchestrator.agentctl import (
+    START_TIMEOUT_S,
+    dead_worker_error,
+    run_dir_text,
+    run_opts,
+    start_answer,
+    start_argv,
+    start_input,
+    start_refused,
+    with_full_outputs,
+)
 from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
 from orchestrator.analysis.plateau import moe_points, sweep_plateau
@@ -64,6 +74,7 @@ from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, ge
 from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import CommandResult, Transport
+from orchestrator.transport.lines import Line
 from orchestrator.version import version_info
 
 if TYPE_CHECKING:
@@ -284,6 +295,15 @@ def res_json(t: Transport, res: CommandResult) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class _Start:
+    """``agent start --spec - --follow``: its argv, the spec on stdin, and the GPU lease wait (s)."""
+
+    argv: list[str]
+    input: bytes
+    wait_s: float
+
+
+@dataclass(frozen=True)
 class _StreamEnd:
     """The follow stream ended: cleanly (``error`` None) or with the error the transport raised."""
 
@@ -321,6 +341,7 @@ class _HostRun:
         self.errors = 0
         self.total: int | None = None
         self.started = False
+        self.start_answered = False  # agent start --follow answered that the worker runs (or the run is finished)
         self.reconnects = 0
         self.facts: dict[str, Any] = {}
         self.secrets: tuple[str, ...] = ()  # the suite's secret env values: scrubbed from every event
@@ -406,8 +427,12 @@ class _HostRun:
             ev = scrub_event(command_result(command, ev, self.host.group), self.secrets)
         return mark_telemetry(enrich_event(self.r.req.suite, ev, self.gpu))
 
-    async def follow(self, from_seq: int) -> str:
+    async def follow(self, from_seq: int, start: _Start | None = None) -> str:
         """Follow the spool from ``from_seq`` until ``done``; reconnect on drops. Returns the done status.
+
+        ``start``: the first exec starts the worker and follows on the same channel (``agent start --follow``:
+        one SSH session and one Python start on the host instead of two); a reconnect follows with ``agent
+        follow --from SEQ`` as ever, once the start has answered (before that, its error is the host's).
 
         A reader task parses lines into a queue; this loop takes one event, drains whatever else is already
         queued, and ingests them in one store call: no added latency when lines are sparse, batches of up to
@@ -423,8 +448,10 @@ class _HostRun:
                     *agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq),
                     *run_opts(self.host),
                 ]  # fmt: skip
+                starting = start if start is not None and not self.start_answered else None
                 queue: asyncio.Queue[Event | _StreamEnd] = asyncio.Queue(maxsize=INGEST_QUEUE_MAX)
-                reader = asyncio.create_task(self._read(t, argv, next_seq, queue))
+                reader = asyncio.create_task(self._read(t, starting.argv if starting else argv, next_seq, queue,
+                                                        starting))  # fmt: skip
                 try:
                     while True:
                         batch, end = _drain(await queue.get(), queue)
@@ -451,6 +478,8 @@ class _HostRun:
                     raise
                 err: OrchError = exc
             except (ConnectError, CommandTimeout) as exc:
+                if start is not None and not self.start_answered:
+                    raise  # as a separate start failed: whether the worker started is not known
                 err = exc
             await self.drop()
             if attempt >= len(RECONNECT_BACKOFF_S):
@@ -466,12 +495,17 @@ class _HostRun:
             await asyncio.sleep(delay)
             next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
 
-    async def _read(self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd]) -> None:
-        """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any)."""
-        lines = t.stream(argv)
+    async def _read(
+        self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None
+    ) -> None:
+        """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any).
+        With ``start``, the stream's first line is the start's answer (:meth:`_started`), not a spool line."""
+        lines = t.stream(argv, input=start.input if start is not None else None)
         agent = argv[:2]
         spool = SpoolLines(seq)  # field types and case order checked as for orch runs import
         try:
+            if start is not None:
+                await self._started(lines, start)
             async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
                 ev = await with_full_outputs(t, agent, self.host, self.r.run_id, spool.event(line))
                 await queue.put(self.enrich(ev))
@@ -482,6 +516,29 @@ class _HostRun:
         finally:
             if isinstance(lines, AsyncGenerator):  # cancelled while waiting on a full queue: close the channel now
                 await lines.aclose()
+
+    async def _started(self, lines: AsyncIterator[Line], start: _Start) -> None:
+        """Read the start's answer (within ``START_TIMEOUT_S`` plus the lease wait). Raises the host's error when
+        the run did not start (GPUs busy, the run dir not writable, the agent's own message with its exit
+        status), CommandTimeout, or what the stream raised."""
+        try:
+            first = await asyncio.wait_for(lines.__anext__(), START_TIMEOUT_S + start.wait_s)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise CommandTimeout(self.host.name, start.argv[1:3], START_TIMEOUT_S + start.wait_s) from None
+        except StopAsyncIteration:
+            first = b""
+        doc = start_answer(first) if isinstance(first, bytes) else {}
+        if "started" in doc and "error" not in doc:
+            self.start_answered = True
+            self.r.observer.host_state(self.host.name, "started")
+            return
+        status: int | None = 0
+        try:  # the refusal's exit status: the agent exits right after its answer
+            async for _ in lines:
+                pass
+        except RemoteCommandError as exc:
+            status = exc.exit_status
+        raise start_refused(self.host, start.argv, doc, status, wait_s=start.wait_s)
 
     def observe(self, ev: Event) -> str | None:
         obs, name = self.r.observer, self.host.name
@@ -784,12 +841,10 @@ class Runner:
         if self.req.wait_s:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
         started_by = f"{getpass.getuser()}@{socket.gethostname()}"
-        await start_run(hr.t, agent, hr.host, {**spec, "facts": hr.facts, "started_by": started_by,
-                         "telemetry_ms": self.req.telemetry_ms},
-                        wait_s=self.req.wait_s)  # fmt: skip
-        hr.started = True
-        self.observer.host_state(name, "started")
-        await self._follow_counted(hr, from_seq)
+        doc = {**spec, "facts": hr.facts, "started_by": started_by, "telemetry_ms": self.req.telemetry_ms}
+        start = _Start(start_argv(agent, hr.host), start_input(doc, wait_s=self.req.wait_s), self.req.wait_s)
+        hr.started = True  # from here a Ctrl-C or cancel stops whatever the start launches on the host
+        await hr.follow(from_seq, start)
         return await hr.finish()
 
     async def _follow_counted(self, hr: _HostRun, from_seq: int) -> str:

@@ -16,7 +16,9 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   GPUs (waiting up to the spec's ``lease_wait_s``), launch the worker detached (own session) holding the
   leases, write ``pid``; prints ``{"run_id", "host", "pid", "spool", "started": true}`` and exits
   at once. Starting a run whose spool already has ``done`` prints its status with ``"started": false``
-  (idempotent, for resume).
+  (idempotent, for resume). ``start ... --follow``: after that line, on the same stdout, what ``follow RUN_ID
+  --from 0`` prints (one SSH session and one Python start instead of two; a dropped connection is followed
+  again with ``follow --from SEQ``); errors once following are ``follow``'s (stderr, exit 3).
 - ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
   the ``done`` line. A dead worker's error carries its ``reason`` (``fatal.py``) when it recorded one.
 - ``slurm-task --spec FILE``: inside a Slurm job step, this node's worker in the foreground (``slurm_task.py``).
@@ -129,8 +131,13 @@ def cmd_start(args: argparse.Namespace) -> int:
     with lock:
         fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
         if os.path.exists(rd.spec_path):
-            return _start_existing(rd, spec)
-        return _launch(rd, spec)
+            code = _start_existing(rd, spec)
+        else:
+            code = _launch(rd, spec)
+    if code != EXIT_OK or not args.follow:
+        return code
+    args.following = True  # from here on errors are follow's: on stderr, stdout being the event stream
+    return _follow(rd, 0, args.poll_s, no_worker_check=False)
 
 
 def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
@@ -244,7 +251,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_follow(args: argparse.Namespace) -> int:
-    rd = _existing_run(args.run_id, args)
+    return _follow(_existing_run(args.run_id, args), args.from_seq, args.poll_s, no_worker_check=args.no_worker_check)
+
+
+def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool) -> int:
+    """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``."""
     out = sys.stdout.buffer
     pos = {"offset": 0, "line": 0}
 
@@ -253,7 +264,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
         done = False
         for raw, n, end in iter_new_lines(rd.spool, pos["offset"], pos["line"]):
             pos["offset"], pos["line"] = end, n + 1
-            if n >= args.from_seq:
+            if n >= from_seq:
                 out.write(raw)
                 out.flush()
             if b'"done"' in raw and line_type(raw) == "done":
@@ -263,7 +274,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
     while True:
         if pump():
             return EXIT_OK
-        if not args.no_worker_check and not rd.worker_alive():
+        if not no_worker_check and not rd.worker_alive():
             # The worker may have written its last lines just before exiting: read once more before judging.
             if pump():
                 return EXIT_OK
@@ -276,7 +287,7 @@ def cmd_follow(args: argparse.Namespace) -> int:
                     EXIT_DEAD,
                     {"run_id": rd.run_id, "pid": rd.pid(), "lines": pos["line"], "reason": rd.reason()},
                 )
-        time.sleep(args.poll_s)
+        time.sleep(poll_s)
 
 
 def cmd_slurm_task(args: argparse.Namespace) -> int:
@@ -405,6 +416,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_version)
     p = sub.add_parser("start", help="start a run detached; prints run_id, pid, spool")
     p.add_argument("--spec", required=True, help="spec JSON file, or - to read it from stdin")
+    p.add_argument("--follow", action="store_true", help="then print the spool lines until done, as follow does")
+    p.add_argument("--poll-s", type=float, default=0.02, help="with --follow: seconds between polls, default 0.02")
     home(p)
     p.set_defaults(fn=cmd_start)
     p = sub.add_parser("_worker", help=argparse.SUPPRESS)
@@ -445,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.fn(args))
     except CliError as exc:
-        stream = sys.stderr if args.command == "follow" else sys.stdout
+        stream = sys.stderr if args.command == "follow" or getattr(args, "following", False) else sys.stdout
         stream.write(json.dumps(exc.doc(), sort_keys=True) + "\n")
         stream.flush()
         return exc.exit_code

@@ -12,7 +12,15 @@ from orchestrator.errors import RemoteCommandError
 from orchestrator.facts import host_facts_summary
 from orchestrator.inventory import Host
 from orchestrator.protocol import Event
-from orchestrator.runner import AGENT_EXIT_NO_RUN, HostOutcome, Runner, _HostRun, _StreamEnd, gpu_spec_for
+from orchestrator.runner import (
+    AGENT_EXIT_NO_RUN,
+    HostOutcome,
+    Runner,
+    _HostRun,
+    _Start,
+    _StreamEnd,
+    gpu_spec_for,
+)
 from orchestrator.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -43,8 +51,10 @@ class SlurmNode(_HostRun):
             t, self.t = self.t, None
             await self.job.reset(t)
 
-    async def _read(self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd]) -> None:
-        await super()._read(t, [*argv, "--no-worker-check"], seq, queue)
+    async def _read(
+        self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None
+    ) -> None:
+        await super()._read(t, [*argv, "--no-worker-check"], seq, queue, start)  # start: None (srun starts it)
 
     def enrich(self, ev: Event) -> Event:
         if ev.type == "hello" and isinstance(ev.data.get("facts"), dict) and self._facts_task is None:

@@ -67,11 +67,17 @@ class Transport(Protocol):
         ...
 
     def stream(
-        self, argv: Sequence[str], *, idle_timeout_s: float | None = None, max_line: int = MAX_LINE_BYTES
+        self,
+        argv: Sequence[str],
+        *,
+        idle_timeout_s: float | None = None,
+        max_line: int = MAX_LINE_BYTES,
+        input: bytes | None = None,
     ) -> AsyncIterator[Line]:
         """Yield stdout's lines as they arrive: each whole, as bytes without its newline, or, past ``max_line``
         bytes, as one ``OversizeLine`` (size and head); never a piece of a line (see ``transport.lines``).
-        Bytes after the last newline when the stream ends are not yielded.
+        Bytes after the last newline when the stream ends are not yielded. ``input``: written to the command's
+        stdin, which is then closed (e.g. the spec of ``agent start --follow``).
 
         At the end raises RemoteCommandError when the exit status is non-zero, ConnectError when the connection
         drops, CommandTimeout when nothing arrived for ``idle_timeout_s`` seconds.

@@ -6,6 +6,7 @@ Commands run with the user's home directory as the working directory, as they wo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import time
@@ -67,10 +68,21 @@ class LocalTransport:
         return res
 
     async def stream(
-        self, argv: Sequence[str], *, idle_timeout_s: float | None = None, max_line: int = MAX_LINE_BYTES
+        self,
+        argv: Sequence[str],
+        *,
+        idle_timeout_s: float | None = None,
+        max_line: int = MAX_LINE_BYTES,
+        input: bytes | None = None,
     ) -> AsyncIterator[Line]:
-        proc = await self._spawn(argv, asyncio.subprocess.DEVNULL)
+        proc = await self._spawn(argv, asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE)
         assert proc.stdout is not None and proc.stderr is not None
+        if input is not None:
+            assert proc.stdin is not None
+            with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # it exited first: its status says why
+                proc.stdin.write(input)
+                await proc.stdin.drain()
+            proc.stdin.close()
         err_task = asyncio.ensure_future(proc.stderr.read())
         lines = LineSplitter(max_line)  # chunks, not readline: StreamReader refuses a line past its 64 KiB limit
         try:

@@ -531,13 +531,18 @@ class SshTransport:
         return result
 
     async def stream(
-        self, argv: Sequence[str], *, idle_timeout_s: float | None = None, max_line: int = MAX_LINE_BYTES
+        self,
+        argv: Sequence[str],
+        *,
+        idle_timeout_s: float | None = None,
+        max_line: int = MAX_LINE_BYTES,
+        input: bytes | None = None,
     ) -> AsyncIterator[Line]:
         cmd = shlex.join(argv)
         try:
             # bytes, read in chunks and cut by LineSplitter: asyncssh's readline hands back a piece of a line
-            # longer than its receive window (2 MiB) as if it were a line
-            proc = await self._conn.create_process(cmd, encoding=None)
+            # longer than its receive window (2 MiB) as if it were a line. `input` is written, then EOF.
+            proc = await self._conn.create_process(cmd, encoding=None, input=input)
         except (asyncssh.Error, OSError) as exc:
             raise ConnectError(self.host, "closed", f"connection lost starting {argv[0]}: {exc}") from None
         lines = LineSplitter(max_line)

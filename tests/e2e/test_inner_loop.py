@@ -3,6 +3,7 @@
 - a run on a ``connection: local`` host imports no SSH stack (asyncssh is imported when an SSH host connects);
 - the store opens on its own thread while the hosts are reached, and what opening it raises still ends the run
   with the one clear line and exit 2 (nothing stored, nothing drawn on stderr);
+- a run of a host that already has the agent opens one SSH connection and the sessions counted in sshd's own log.
 """
 
 from __future__ import annotations
@@ -50,3 +51,22 @@ def test_a_bad_database_url_ends_an_ssh_run_with_one_clear_line(sshd_bed: SshdBe
         "error: no database driver for 'nosuchdriver'",
         "hint: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (install orch[postgres] for psycopg)",
     ]
+
+
+def test_a_run_whose_agent_is_there_uses_one_connection_and_two_sessions(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    """sshd's own log (LogLevel VERBOSE) counts what a run costs the host: after the first run (which uploads
+    the agent) one connection, one session for the deploy check with the facts, one for starting the detached
+    worker and following its spool."""
+    h = sshd_bed.add("gpu-a")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"g": [h]}))
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    first = orch.json("run", "noop", "--hosts", "gpu-a")
+    assert first["status"] == "completed"
+    log = h.root / "sshd.log"
+    before = log.read_text().splitlines()
+    second = orch.json("run", "noop", "--hosts", "gpu-a")
+    assert second["status"] == "completed" and second["hosts"][0]["results"] == first["hosts"][0]["results"] > 0
+    new = log.read_text().splitlines()[len(before) :]
+    assert sum("Accepted publickey" in ln for ln in new) == 1, new
+    assert sum("Starting session: command" in ln for ln in new) == 2, new
