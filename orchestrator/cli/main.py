@@ -167,6 +167,10 @@ def main(argv: list[str] | None = None) -> None:
         render.error(exc)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
+        if argv is None:  # the process's entry point: a command that closed its resources may skip the teardown
+            from orchestrator.cli import fastexit
+
+            fastexit.leave(exc.exit_code)
         sys.exit(exc.exit_code)
     except typer.Abort:
         render.err_console().print("[red]Aborted.[/red]")
@@ -194,4 +198,9 @@ def main(argv: list[str] | None = None) -> None:
             "[red]orch hit a bug.[/red] Please report it with the traceback above and the command you ran."
         )
         sys.exit(70)
-    sys.exit(rv if isinstance(rv, int) else 0)
+    code = rv if isinstance(rv, int) else 0  # click returns a command's typer.Exit code (standalone_mode=False)
+    if argv is None:  # the process's entry point: a command that closed its resources may skip the teardown
+        from orchestrator.cli import fastexit
+
+        fastexit.leave(code)
+    sys.exit(code)

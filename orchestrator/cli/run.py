@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from orchestrator.cli import complete, grouped, render
+from orchestrator.cli import complete, fastexit, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.limits import ensure_open_files
@@ -143,6 +143,8 @@ def run(
         grouped.run_summary(outcome)
     else:
         render.run_outcome(outcome, store.get_run(outcome.run_id), page.items)
+    store.close()  # the writer's thread ended with the run; nothing else is open: exit without the teardown
+    fastexit.request()
     raise typer.Exit(0 if outcome.status == "completed" else 1)
 
 
