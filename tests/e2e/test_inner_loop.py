@@ -3,12 +3,15 @@
 - a run on a ``connection: local`` host imports no SSH stack (asyncssh is imported when an SSH host connects);
 - the store opens on its own thread while the hosts are reached, and what opening it raises still ends the run
   with the one clear line and exit 2 (nothing stored, nothing drawn on stderr);
-- a run of a host that already has the agent opens one SSH connection and the sessions counted in sshd's own log.
+- a run of a host that already has the agent opens one SSH connection and the sessions counted in sshd's own log;
+- ``orch run`` ends without the interpreter's teardown (``cli/fastexit.py``), but not under a profiler, whose data
+  is written at exit.
 """
 
 from __future__ import annotations
 
 import json
+import pstats
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +73,17 @@ def test_a_run_whose_agent_is_there_uses_one_connection_and_two_sessions(sshd_be
     new = log.read_text().splitlines()[len(before) :]
     assert sum("Accepted publickey" in ln for ln in new) == 1, new
     assert sum("Starting session: command" in ln for ln in new) == 2, new
+
+
+def test_a_run_under_cprofile_still_writes_its_profile(tmp_path: Path) -> None:
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, orch_home: {tmp_path}/h}}\n")
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    prof = tmp_path / "orch.prof"
+    argv = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "orchestrator", "run", "noop", "--hosts",
+            "localhost", "--json"]  # fmt: skip
+    proc = subprocess.run(argv, cwd=tmp_path, env=orch.env(), capture_output=True, text=True, timeout=DEADLINE_S)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["status"] == "completed"
+    stats = pstats.Stats(str(prof))
+    assert any(fn == "run" and path.endswith("cli/run.py") for path, _, fn in stats.stats)  # type: ignore[attr-defined]
