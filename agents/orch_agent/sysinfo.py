@@ -263,7 +263,14 @@ def _run(argv, timeout_s=NVIDIA_SMI_TIMEOUT_S) -> dict:
 
 
 def _has_row(stdout: str) -> bool:
-    return len([ln for ln in stdout.splitlines() if "," in ln]) >= 2  # a header and a row
+    """Whether the CSV holds a GPU row: a line after orch's header (its first field is ``name``) with at least
+    its columns that is not the header again; a notice such as ``failed, retrying`` is no row."""
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
+        if ln.startswith("name,"):
+            cols = ln.count(",")
+            return any(x.count(",") >= cols and not x.startswith("name,") for x in lines[i + 1 :])
+    return False
 
 
 def _nvidia_smi(timeout_s: float = NVIDIA_SMI_TIMEOUT_S) -> dict:
