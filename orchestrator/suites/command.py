@@ -304,7 +304,8 @@ class ParsedCase:
 def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, Any] | None = None) -> ParsedCase:
     """Parse each run's output of one case (see :func:`parse_outputs`). Raises ParseError (InvalidMeasurement
     when the tool says its measurement is not valid) naming the parser and the run; a request count that cannot
-    be one (``failed: -3``) is a ParseError too."""
+    be one (``failed: -3``) and, for the engine parsers (not json/jsonl/regex, whose metrics the suite defines),
+    a negative metric are ParseErrors too."""
     parser = PARSERS[suite.parser]
     counts: list[RequestCounts | None] = []
     notes: list[str] = []
@@ -328,6 +329,13 @@ def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, A
             raise ParseError(
                 f"parser {suite.parser} found no metric {', '.join(missing)} in the output{run} "
                 f"(looked for {', '.join(paths[n] for n in missing)})"
+            )
+        negative = [name for name, v in found.items() if v < 0] if not parser.generic else []
+        if negative:
+            shown = ", ".join(f"{paths[name]} = {found[name]:g}" for name in negative)
+            raise ParseError(
+                f"parser {suite.parser} found {shown} in the output{run}: a time, throughput or count this tool "
+                "reports is never negative, so the output is broken"
             )
         for name, v in found.items():
             per_metric[name].append(v)

@@ -433,3 +433,34 @@ def test_a_parser_bug_costs_only_its_case_and_says_so(monkeypatch: pytest.Monkey
         "parser vllm-serve failed on this output (TypeError: 'int' object is not iterable); this is a bug in orch, "
         "please report it with the output kept in info.output_tail"
     )
+
+
+@pytest.mark.parametrize(
+    ("parser", "text", "shown"),
+    [
+        ("vllm-serve", VLLM.replace('"p99_ttft_ms": 341.08', '"p99_ttft_ms": -341.08'), "p99_ttft_ms = -341.08"),
+        ("vllm-serve", VLLM.replace('"output_throughput": 2282.45', '"output_throughput": -2282.45'),
+         "output_throughput = -2282.45"),
+        ("sglang-serving", APPENDED.replace('"output_throughput": 5335.06', '"output_throughput": -5335.06'),
+         "output_throughput = -5335.06"),
+        ("vllm-latency", (FIX / "engines" / "vllm_latency.json").read_text().replace('"avg_latency": 1.',
+                                                                                   '"avg_latency": -1.'),
+         "avg_latency = -1.28345"),
+    ],
+)  # fmt: skip
+def test_a_negative_engine_metric_is_a_parse_error(parser: str, text: str, shown: str) -> None:
+    assert text != (FIX / "engines" / "vllm_latency.json").read_text() and "-" in text
+    sd = parse_suite(f'name: s\ndescription: d\ncommand: ["x"]\nparser: {parser}\n')
+    assert sd.command is not None
+    with pytest.raises(ParseError) as exc:
+        parse_case(sd.command, [text])
+    assert str(exc.value) == (
+        f"parser {parser} found {shown} in the output: a time, throughput or count this tool reports is never "
+        "negative, so the output is broken"
+    )
+
+
+def test_a_generic_parser_keeps_a_negative_value() -> None:
+    sd = parse_suite('name: s\ndescription: d\ncommand: ["x"]\nparser: json\nmetrics:\n  delta: {path: d, unit: ms}\n')
+    assert sd.command is not None
+    assert parse_case(sd.command, ['{"d": -2.5}']).metrics["delta"].value == -2.5
