@@ -15,14 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
+from orchestrator.analysis.stats import ALPHA
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.inventory import Inventory
 from orchestrator.runner import Observer, Runner, RunOutcome, RunRequest
 from orchestrator.store.records import CompareCase, Comparison
 from orchestrator.store.repo import Store
-from orchestrator.store.stats_repo import CalibrationRecord, metric_samples_kind, save_calibration
+from orchestrator.store.stats_repo import (
+    CalibrationRecord,
+    calibrations,
+    metric_samples_kind,
+    sample_counts,
+    save_calibration,
+)
 from orchestrator.suites.registry import Registry
 
 DEFAULT_CALIBRATION_RUNS = 3
@@ -164,11 +171,127 @@ def parse_cases(store: Store, run_id: str, specs: Sequence[str]) -> list[dict[st
     return out
 
 
+EXIT_REGRESSION = 1
+EXIT_INCONCLUSIVE = 3
+"""``orch runs check``'s exit status when no case is a regression but some case could not be judged (too few
+samples for the rank test, no direction for the metric) and no decision rule on the medians applies: a gate
+that cannot judge must not pass (docs/statistics.md, "orch runs check")."""
+
+Outcome = Literal["regression", "within", "cannot judge"]
+
+
+@dataclass(frozen=True)
+class Untested:
+    """A case of the comparison that the statistics could not test (call ``n/a``) and how the gate treated it.
+
+    ``n_base``/``n_head``: measurements per side (``stats_repo.sample_counts``); ``why``: why the test could
+    not judge it; ``outcome``: ``regression`` or ``within`` when a rule on the medians alone decided (``rule``
+    names it: an explicit ``--min-change``, a stored calibration's A/A band, or compare's 5% threshold when
+    that already calls a regression), else ``cannot judge``; ``hint``: what would let the test judge it."""
+
+    case: CompareCase
+    n_base: int
+    n_head: int
+    why: str
+    outcome: Outcome
+    rule: str | None
+    hint: str
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.case
+        return {
+            "host": c.host,
+            "case": c.case,
+            "ratio": c.ratio,
+            "n_base": self.n_base,
+            "n_head": self.n_head,
+            "why": self.why,
+            "outcome": self.outcome,
+            "rule": self.rule,
+            "hint": self.hint,
+        }
+
+
+def _samples_text(n_base: int, n_head: int) -> str:
+    if n_base == n_head:
+        return f"{n_base} sample{'s' if n_base != 1 else ''} each"
+    return f"{n_base} base and {n_head} head samples"
+
+
+def judge_untested(
+    cmp: Comparison,
+    counts: tuple[dict[tuple[str | None, str], int], dict[tuple[str | None, str], int]],
+    calibrated: dict[tuple[str | None, str], float],
+    *,
+    min_change: float | None = None,
+    alpha: float = ALPHA,
+) -> list[Untested]:
+    """The cases of ``cmp`` without a statistical call (``stats`` None or call ``n/a``), each judged on its
+    medians where a rule allows it — pure.
+
+    ``counts``: (base, head) measurements per (host, case_key); ``calibrated``: the stored A/A band (relative)
+    per (host, case_key). Rules, first that applies: ``min_change`` (relative, e.g. 0.10) given → a change of
+    the ratio beyond ``max(min_change, calibrated band)`` in the bad direction is a regression, else within;
+    a calibration stored → beyond ``max(band, cmp.threshold)`` is a regression, else within; otherwise compare's
+    own verdict (``cmp.threshold`` on the medians, p10/p90 noise) when it is ``regression``; anything else
+    ``cannot judge``. A metric of unknown direction, or a case without a ratio, cannot be judged at all."""
+    from orchestrator.analysis.compare import metric_direction
+    from orchestrator.analysis.stats import MIN_SAMPLES, samples_needed, underpowered
+
+    direction = metric_direction(cmp.metric, cmp.unit or "")
+    need = samples_needed(alpha)
+    out: list[Untested] = []
+    for c in cmp.cases:
+        if c.stats is not None and c.stats.call != "n/a":
+            continue
+        key = (c.host, c.case_key)
+        nb, nh = counts[0].get(key, 0), counts[1].get(key, 0)
+        if direction is None:
+            why = f"the direction of metric {cmp.metric!r} is unknown (no time or rate unit)"
+            hint = "pick a time or rate metric with --metric"
+        elif c.ratio is None:
+            why = "the base median is not positive: no ratio"
+            hint = "compare a metric with positive values (--metric)"
+        elif min(nb, nh) < MIN_SAMPLES or underpowered(nb, nh, alpha):
+            why = f"{_samples_text(nb, nh)}, the test needs >= {need} per side"
+            hint = f"rerun both runs with --repeat {need}"
+        elif c.stats is None:
+            why = "no raw samples stored for the test (p10/p90 only)"
+            hint = "rerun both runs with this orch (it stores every sample)"
+        else:
+            why = "the rank test could not be applied (a median is not positive)"
+            hint = "compare a metric with positive values (--metric)"
+        outcome: Outcome = "cannot judge"
+        rule: str | None = None
+        band = calibrated.get(key)
+        if direction is not None and c.ratio is not None:
+            change = c.ratio - 1.0 if direction == "lower" else 1.0 - c.ratio
+            if min_change is not None:
+                limit = max(min_change, band or 0.0)
+                rule = f"--min-change {min_change:.2%} on the medians" + (
+                    f" (calibrated band {band:.2%})" if band is not None and band > min_change else ""
+                )
+                outcome = "regression" if change > limit else "within"
+            elif band is not None:
+                limit = max(band, cmp.threshold)
+                rule = f"calibrated band {band:.2%} (at least compare's {cmp.threshold:.0%}) on the medians"
+                outcome = "regression" if change > limit else "within"
+            elif c.verdict == "regression":
+                rule = f"compare's {cmp.threshold:.0%} threshold on the medians"
+                outcome = "regression"
+        out.append(Untested(c, nb, nh, why, outcome, rule, hint))
+    return out
+
+
 @dataclass(frozen=True)
 class CheckOutcome:
     """``comparison``: HEAD against BASE; ``slower``: its cases called slower; with confirm, ``rerun`` (the
-    replay of those cases), ``recheck`` (BASE against the rerun) and ``reproduced`` (the slower cases called
-    slower again). ``regression`` is the gate: reproduced cases with confirm, else any slower case."""
+    replay of the flagged cases), ``recheck`` (BASE against the rerun) and ``reproduced`` (the flagged cases
+    called slower again, by the test or by the same rule on the medians). ``untested``: the cases the test
+    could not judge (see ``judge_untested``); those whose ``outcome`` is ``regression`` are flagged too.
+
+    The gate (``verdict``/``exit_code``): ``regression`` (exit 1) when a flagged case stands (with confirm:
+    is reproduced); else ``inconclusive`` (exit 3) when some case ``cannot judge``; else ``pass`` (exit 0)."""
 
     comparison: Comparison
     slower: list[CompareCase]
@@ -176,10 +299,36 @@ class CheckOutcome:
     rerun: RunOutcome | None = None
     recheck: Comparison | None = None
     reproduced: list[CompareCase] = field(default_factory=list)
+    untested: list[Untested] = field(default_factory=list)
+    min_change: float | None = None
+
+    @property
+    def by_medians(self) -> list[Untested]:
+        """The untested cases that a rule on the medians calls a regression."""
+        return [u for u in self.untested if u.outcome == "regression"]
+
+    @property
+    def flagged(self) -> list[CompareCase]:
+        """Every case the first comparison calls a regression: called slower, or by a rule on the medians."""
+        return [*self.slower, *(u.case for u in self.by_medians)]
+
+    @property
+    def cannot_judge(self) -> list[Untested]:
+        return [u for u in self.untested if u.outcome == "cannot judge"]
 
     @property
     def regression(self) -> bool:
-        return bool(self.reproduced) if self.confirm else bool(self.slower)
+        return bool(self.reproduced) if self.confirm else bool(self.flagged)
+
+    @property
+    def verdict(self) -> Literal["regression", "inconclusive", "pass"]:
+        if self.regression:
+            return "regression"
+        return "inconclusive" if self.cannot_judge else "pass"
+
+    @property
+    def exit_code(self) -> int:
+        return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE, "pass": 0}[self.verdict]
 
     def to_dict(self) -> dict[str, Any]:
         def case(c: CompareCase) -> dict[str, Any]:
@@ -200,22 +349,43 @@ class CheckOutcome:
             "metric": cmp.metric,
             "noise_floor": cmp.noise_floor,
             "alpha": cmp.alpha,
+            "min_change": self.min_change,
             "slower": [case(c) for c in self.slower],
+            "untested": [u.to_dict() for u in self.untested],
             "confirm": self.confirm,
             "rerun_run_id": self.rerun.run_id if self.rerun else None,
             "rerun_status": self.rerun.status if self.rerun else None,
             "reproduced": [case(c) for c in self.reproduced],
-            "not_reproduced": [case(c) for c in self.slower if self.confirm and c not in self._reproduced_sources()],
+            "not_reproduced": [case(c) for c in self.flagged if self.confirm and c not in self._reproduced_sources()],
             "regression": self.regression,
+            "verdict": self.verdict,
+            "exit_code": self.exit_code,
         }
 
     def _reproduced_sources(self) -> list[CompareCase]:
         keys = {(c.host, c.case_key) for c in self.reproduced}
-        return [c for c in self.slower if (c.host, c.case_key) in keys]
+        return [c for c in self.flagged if (c.host, c.case_key) in keys]
 
 
 def _slower(cmp: Comparison) -> list[CompareCase]:
     return [c for c in cmp.cases if c.stats is not None and c.stats.call == "slower"]
+
+
+def _untested(store: Store, cmp: Comparison, min_change: float | None) -> list[Untested]:
+    """``judge_untested`` with the sample counts and calibrations read from the store."""
+    if all(c.stats is not None and c.stats.call != "n/a" for c in cmp.cases):
+        return []
+    by_host = cmp.paired_on == "host+case"
+    counts = (
+        sample_counts(store, cmp.base, cmp.metric, by_host=by_host),
+        sample_counts(store, cmp.head, cmp.metric, by_host=by_host),
+    )
+    cal: dict[tuple[str | None, str], float] = {}
+    if by_host:
+        suite = store.get_run(cmp.base).suite
+        rows = calibrations(store, suite, cmp.metric)
+        cal = {(r.host, r.case_key): r.aa_spread for r in rows if r.aa_spread is not None}
+    return judge_untested(cmp, counts, cal, min_change=min_change)
 
 
 async def check(
@@ -226,21 +396,34 @@ async def check(
     *,
     confirm: bool = False,
     metric: str | None = None,
+    min_change: float | None = None,
     registry: Registry | None = None,
     observer: Observer | None = None,
     timeout_s: float = 10.0,
 ) -> CheckOutcome:
-    """Compare ``head`` against ``base`` (run ids as stored); with ``confirm``, replay the slower cases of
-    ``head`` on their hosts and compare that rerun against ``base``. Raises what ``Store.compare`` raises, and
-    OrchError when the rerun stored no result."""
+    """Compare ``head`` against ``base`` (run ids as stored); cases the test cannot judge go through
+    ``judge_untested`` (``min_change``: relative, e.g. 0.10, or None). With ``confirm``, replay the flagged
+    cases of ``head`` on their hosts and compare that rerun against ``base`` the same way. Raises UsageError for
+    a run compared with itself or a negative ``min_change``, what ``Store.compare`` raises, and OrchError when
+    the rerun stored no result."""
+    if head == base:
+        raise UsageError(
+            f"orch runs check: HEAD and --base are the same run ({head}): a run compared with itself shows nothing",
+            "pass the candidate as HEAD and an earlier run as --base: `orch runs check latest --base latest~1`",
+        )
+    if min_change is not None and not (0.0 <= min_change < 10.0):
+        raise UsageError(f"--min-change {min_change}: not a relative change", "e.g. --min-change 0.05 for 5%")
     cmp = store.compare(base, head, metric=metric)
     slower = _slower(cmp)
-    if not confirm or not slower:
-        return CheckOutcome(cmp, slower, confirm)
+    untested = _untested(store, cmp, min_change)
+    first = CheckOutcome(cmp, slower, confirm, untested=untested, min_change=min_change)
+    flagged = first.flagged
+    if not confirm or not flagged:
+        return first
     if inventory is None:
         raise UsageError("--confirm reruns cases on the hosts: it needs the inventory", "pass -i INVENTORY")
-    hosts = sorted({c.host for c in slower if c.host is not None})
-    req = rerun_request(store, head, hosts=hosts or None, cases=[c.case for c in slower], timeout_s=timeout_s)
+    hosts = sorted({c.host for c in flagged if c.host is not None})
+    req = rerun_request(store, head, hosts=hosts or None, cases=[c.case for c in flagged], timeout_s=timeout_s)
     rerun = await Runner(inventory, store, req, observer, registry=registry).run()
     if rerun.status not in ("completed", "partial"):
         raise OrchError(
@@ -248,8 +431,8 @@ async def check(
             f"see why with `orch runs show {rerun.run_id}`",
         )
     recheck = store.compare(base, rerun.run_id, metric=cmp.metric)
-    again = {(c.host, c.case_key) for c in _slower(recheck)}
-    reproduced = [c for c in recheck.cases if (c.host, c.case_key) in again and any(
-        (s.host, s.case_key) == (c.host, c.case_key) for s in slower
-    )]
-    return CheckOutcome(cmp, slower, confirm, rerun, recheck, reproduced)
+    again_outcome = CheckOutcome(recheck, _slower(recheck), False, untested=_untested(store, recheck, min_change))
+    again = {(c.host, c.case_key) for c in again_outcome.flagged}
+    wanted = {(c.host, c.case_key) for c in flagged}
+    reproduced = [c for c in recheck.cases if (c.host, c.case_key) in again and (c.host, c.case_key) in wanted]
+    return CheckOutcome(cmp, slower, confirm, rerun, recheck, reproduced, untested, min_change)

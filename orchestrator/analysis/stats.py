@@ -209,6 +209,16 @@ def underpowered(n_base: int, n_head: int, alpha: float = ALPHA) -> bool:
     return 2.0 / math.comb(n_base + n_head, n_base) > alpha
 
 
+def samples_needed(alpha: float = ALPHA) -> int:
+    """The fewest samples per side (the same count on both) that the rank test can ever call at ``alpha``: the
+    smallest n >= ``MIN_SAMPLES`` that is not ``underpowered(n, n)``. 4 at alpha 0.05 (2 / C(8, 4) = 0.029;
+    3 against 3 gives at best 0.1). What ``orch runs check`` tells a user to rerun with (``--repeat N``)."""
+    n = MIN_SAMPLES
+    while underpowered(n, n, alpha):
+        n += 1
+    return n
+
+
 def call_case(st: CaseStats, direction: Literal["lower", "higher"] | None, p: float | None, alpha: float) -> Call:
     """``slower``/``faster`` when ``p <= alpha`` and the interval ``[ci_low, ci_high]`` lies wholly outside
     ``[1 - band, 1 + band]`` (see the module docstring for the direction), else ``within noise``; ``n/a``

@@ -111,16 +111,29 @@ def check(
     base: Annotated[str, typer.Option("--base", help=f"Base run to compare against. {RUN_REF}")],
     confirm: Annotated[
         bool,
-        typer.Option("--confirm", help="Rerun the cases called slower on the same hosts; only reproduced ones count."),
+        typer.Option("--confirm", help="Rerun the flagged cases on the same hosts; only reproduced ones count."),
     ] = False,
     metric: Annotated[str | None, typer.Option(help="Metric to compare; default time_ms, else the first.")] = None,
+    min_change: Annotated[
+        float | None,
+        typer.Option(
+            "--min-change",
+            min=0.0,
+            help="Decide the cases too few samples leave untested on their medians: a change beyond this "
+            "(relative, 0.05 = 5%) in the bad direction is a regression, else they pass. Default: none "
+            "(such cases are inconclusive unless calibrated or already beyond compare's 5%).",
+        ),
+    ] = None,
     suite_dir: SuiteDirOpt = None,
     timeout: TimeoutOpt = 10.0,
     json_out: JsonOpt = False,
 ) -> None:
     """A CI gate: compare HEAD against BASE with statistics (docs/statistics.md). Exit 1 on a regression — a
-    case called slower, or with --confirm one whose rerun is called slower again — 0 otherwise, 2 on usage
-    errors (unknown run, runs of different suites)."""
+    case called slower, or one the test cannot judge whose medians moved beyond compare's 5% threshold (or
+    --min-change, or its calibrated band); with --confirm only those whose rerun is flagged again. Exit 3
+    inconclusive: no regression, but some case could not be judged (too few samples: rerun both runs with the
+    --repeat named). Exit 0 pass; 2 usage errors (unknown run, a run against itself, runs of different
+    suites)."""
     from orchestrator.regress import check as run_check
 
     app = app_context(ctx)
@@ -136,6 +149,7 @@ def check(
                 b,
                 confirm=confirm,
                 metric=metric,
+                min_change=min_change,
                 registry=app.registry(suite_dir or []) if confirm else None,
                 observer=progress,
                 timeout_s=timeout,
@@ -145,7 +159,7 @@ def check(
         render.print_json(out.to_dict())
     else:
         render_regress.check_outcome(out)
-    raise typer.Exit(1 if out.regression else 0)
+    raise typer.Exit(out.exit_code)
 
 
 def changes(

@@ -72,13 +72,22 @@ def _where(x: Any) -> str:
     return f"{safe(x.host or '*')} {safe(_case_text(x.case, ('seed',)))}"
 
 
+def _untested_line(u: Any) -> str:
+    ratio = _ratio(u.case.ratio)
+    if u.outcome == "regression":
+        head = f"[red]regression[/red] by {safe(u.rule)}: {_where(u.case)} head/base {ratio}"
+    elif u.outcome == "within":
+        head = f"within {safe(u.rule)}: {_where(u.case)} head/base {ratio}"
+    else:
+        head = f"[yellow]cannot judge[/yellow]: {_where(u.case)} head/base {ratio}"
+    return f"{head} (not tested: {safe(u.why)}; {safe(u.hint)})"
+
+
 def check_outcome(out: Any) -> None:
-    """The comparison table, then the slower cases and, with --confirm, which of them the rerun reproduced."""
+    """The comparison table, the slower cases, the cases the test could not judge (and how the gate treated
+    them) and, with --confirm, which flagged cases the rerun reproduced; last the verdict line."""
     comparison_table(out.comparison)
     c = console()
-    if not out.slower:
-        c.print("[green]no case called slower[/green]: no regression")
-        return
     for x in out.slower:
         st = x.stats
         c.print(
@@ -87,25 +96,43 @@ def check_outcome(out: Any) -> None:
             f"q {st.q_value:.2g}, noise band ±{percent(st.band)})",
             soft_wrap=True,
         )
-    if not out.confirm:
-        slower = counted(len(out.slower), "case")
-        c.print(f"[red]regression[/red]: {slower} slower (not confirmed: --confirm reruns them)")
-        return
-    c.print(f"confirming rerun: {short_run_id(out.rerun.run_id)} ({safe(out.rerun.status)})")
-    if out.recheck is not None and out.recheck.noise_floor:
-        c.print(noise_floor_line(out.recheck), soft_wrap=True)
-    reproduced = {(r.host, r.case_key) for r in out.reproduced}
-    for x in out.slower:
-        if (x.host, x.case_key) in reproduced:
-            r = next(r for r in out.reproduced if (r.host, r.case_key) == (x.host, x.case_key))
-            c.print(f"[red]reproduced[/red]: {_where(x)} rerun/base {_ratio(r.ratio)}", soft_wrap=True)
+    for u in out.untested:
+        c.print(_untested_line(u), soft_wrap=True)
+    flagged = out.flagged
+    if out.confirm and flagged:
+        c.print(f"confirming rerun: {short_run_id(out.rerun.run_id)} ({safe(out.rerun.status)})")
+        if out.recheck is not None and out.recheck.noise_floor:
+            c.print(noise_floor_line(out.recheck), soft_wrap=True)
+        reproduced = {(r.host, r.case_key): r for r in out.reproduced}
+        for x in flagged:
+            r = reproduced.get((x.host, x.case_key))
+            if r is not None:
+                c.print(f"[red]reproduced[/red]: {_where(x)} rerun/base {_ratio(r.ratio)}", soft_wrap=True)
+            else:
+                c.print(f"not reproduced: {_where(x)}", soft_wrap=True)
+    unjudged = out.cannot_judge
+    if out.regression:
+        if out.confirm:
+            n, of = len(out.reproduced), len(flagged)
+            c.print(f"[red]regression confirmed[/red]: {n} of {counted(of, 'flagged case')} reproduced")
         else:
-            c.print(f"not reproduced: {_where(x)}", soft_wrap=True)
-    if out.reproduced:
-        n, of = len(out.reproduced), len(out.slower)
-        c.print(f"[red]regression confirmed[/red]: {n} of {counted(of, 'slower case')} reproduced")
+            parts = [f"{len(out.slower)} called slower", f"{len(out.by_medians)} beyond the rule on the medians"]
+            c.print(
+                f"[red]regression[/red]: {counted(len(flagged), 'case')} ({', '.join(parts)}; not confirmed: "
+                "--confirm reruns them)",
+                soft_wrap=True,
+            )
+    elif unjudged:
+        need = sorted({u.hint for u in unjudged})
+        c.print(
+            f"[yellow]inconclusive[/yellow]: {counted(len(unjudged), 'case')} could not be judged and no case is "
+            f"a regression; {'; '.join(need)}, or decide on the medians with --min-change (exit 3)",
+            soft_wrap=True,
+        )
+    elif out.confirm and flagged:
+        c.print("[green]no regression confirmed[/green]: no flagged case reproduced on rerun")
     else:
-        c.print("[green]no regression confirmed[/green]: no slower case reproduced on rerun")
+        c.print("[green]pass[/green]: no case called slower, every case judged: no regression")
 
 
 def changes_table(report: Any) -> None:

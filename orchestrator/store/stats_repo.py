@@ -65,6 +65,33 @@ def case_samples(store: Store, run_id: str, metric: str, *, by_host: bool = True
     return dict(out)
 
 
+def sample_counts(store: Store, run_id: str, metric: str, *, by_host: bool = True) -> dict[_Key, int]:
+    """How many measurements of ``metric`` the run's ok results hold, per (host, case_key) (per (None, case_key)
+    when not ``by_host``): a result's raw sample count, else its metric's stored ``n``, else 1 (a lone value is
+    one measurement). Cases without the metric are absent."""
+    out: dict[_Key, int] = defaultdict(int)
+    with store._read() as s:
+        rows = s.execute(
+            select(Result.host, Result.case_key, Result.metrics, Result.samples).where(
+                Result.run_id == run_id, Result.status == "ok"
+            )
+        ).all()
+    for host, key, metrics, samples in rows:
+        m = (metrics or {}).get(metric) if isinstance(metrics, dict) else None
+        if not isinstance(m, dict):
+            continue
+        xs = (samples or {}).get(metric) if isinstance(samples, dict) else None
+        n = m.get("n")
+        if isinstance(xs, list) and xs:
+            count = len(xs)
+        elif isinstance(n, int) and not isinstance(n, bool) and n > 0:
+            count = n
+        else:
+            count = 1
+        out[(host if by_host else None, key)] += count
+    return dict(out)
+
+
 def metric_samples_kind(store: Store, run_id: str) -> dict[str, str]:
     """Per metric of the run's ok results: ``varies`` when some result stored at least two raw samples of it that
     differ, ``constant`` when every stored sample list holds one value (a count or size the bench reports per

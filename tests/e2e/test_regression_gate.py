@@ -121,8 +121,9 @@ def test_check_usage_errors_exit_2(two_hosts: tuple[Orch, list[Any]], tmp_path: 
     assert res.returncode == 2 and "0000dead" in res.stderr and "Traceback" not in res.stderr, res.stderr
     res = orch("runs", "check", run)
     assert res.returncode == 2 and "--base" in res.stderr
-    # a run compared with itself: nothing is slower
-    assert orch.json("runs", "check", run, "--base", run)["regression"] is False
+    # a run compared with itself shows nothing: a usage error, not a pass
+    res = orch("runs", "check", run, "--base", run)
+    assert res.returncode == 2 and "HEAD and --base are the same run" in res.stderr, res.stderr
     # rerun: an unknown host or a case the run does not have is named
     res = orch("runs", "rerun", run, "--hosts", "gpu-b", "--suite-dir", str(normal))
     assert res.returncode == 2 and "gpu-b" in res.stderr, res.stderr

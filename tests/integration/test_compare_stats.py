@@ -148,7 +148,7 @@ def test_check_and_calibration_text(store: Store, capsys: pytest.CaptureFixture[
     text = capsys.readouterr().out
     assert re.search(r"\nreproduced: h1 M=1 E=8 rerun/base 1\.(09|10|11)\d\n", text), text
     assert "\nnot reproduced: h1 M=8 E=8\n" in text
-    assert "regression confirmed: 1 of 2 slower cases reproduced" in text
+    assert "regression confirmed: 1 of 2 flagged cases reproduced" in text
     doc = out_check.to_dict()
     assert [c["case"]["M"] for c in doc["not_reproduced"]] == [8] and doc["rerun_run_id"] == again
 
