@@ -81,7 +81,7 @@ def history(
             .where(*conds, Result.run_id.in_(runs))
         ).all()
         if all(r[-2] is None and r[-1] is None for r in rows):  # no run of the suite, or no result has metric
-            known.check_suite_metric(s, suite, metric, None if host is None else Result.host == host)
+            known.check_suite_metric(s, suite, metric, None if host is None else Result.host == host, host)
     vals: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     started: dict[str, datetime] = {}
     cases: dict[str, dict[str, Any]] = {}
@@ -110,7 +110,8 @@ def detect_changes(
     max_pvalue: float = changes.MAX_PVALUE,
 ) -> ChangesReport:
     """Find the change points of every (host, case) series of ``suite``/``metric`` (of one host when given) and
-    store them, replacing what was stored for those series. Raises UsageError for an invalid metric name."""
+    store them, replacing what was stored for those series. Raises UsageError for an invalid metric name, and
+    (``known``) for a suite without stored runs, a host or a metric none of its results has."""
     series, cases = history(store, suite, metric, host=host)
     now = datetime.now(timezone.utc)
     found: list[ChangePointRecord] = []
@@ -157,7 +158,8 @@ def stored_changes(
     limit: int = 1000,
 ) -> list[ChangePointRecord]:
     """Stored change points, newest run first, filtered by any of suite, metric, host and run. Raises
-    UsageError, when none is found, for a suite with no stored run or a metric none of its results has."""
+    UsageError, when none is found, for a suite with no stored run, a host none of its results was measured on,
+    or a metric none of its results has."""
     q = select(ChangePoint)
     if suite is not None:
         q = q.where(ChangePoint.suite == suite)
@@ -179,6 +181,8 @@ def stored_changes(
         ]
         if not found and suite is not None:
             known.check_suite(s, suite)
+            if host is not None:
+                known.check_host(s, suite, host)
             if metric is not None:
                 known.check_metric(s, suite, metric)
         return found

@@ -50,6 +50,23 @@ def check_metric(s: Session, suite: str, metric: str, where: ColumnElement[bool]
     raise UsageError(f"no result of suite {suite!r} has metric {metric!r}", f"metrics stored: {_listed(sorted(names))}")
 
 
-def check_suite_metric(s: Session, suite: str, metric: str, where: Any = None) -> None:
+def check_host(s: Session, suite: str, host: str) -> None:
+    """Raise UsageError when no ok result of ``suite`` was measured on ``host``, listing the hosts that have
+    one (none at all: nothing to compare the name with, the empty answer is the truth)."""
+    q = select(Result.host).join(RunRow, RunRow.id == Result.run_id)
+    q = q.where(RunRow.suite == suite, Result.status == "ok")
+    if s.scalar(q.where(Result.host == host).limit(1)) is not None:
+        return
+    hosts = sorted(s.scalars(q.distinct()).all())
+    if hosts:
+        raise UsageError(
+            f"no result of suite {suite!r} was measured on host {host!r}", f"hosts with results: {_listed(hosts)}"
+        )
+
+
+def check_suite_metric(s: Session, suite: str, metric: str, where: Any = None, host: str | None = None) -> None:
+    """``check_suite``, then ``check_host`` for ``host`` when given, then ``check_metric`` (within ``where``)."""
     check_suite(s, suite)
+    if host is not None:
+        check_host(s, suite, host)
     check_metric(s, suite, metric, where)

@@ -65,6 +65,10 @@ def test_two_shifts_found_none_in_a_flat_series_stored_and_served(
         nosuch = c.get("/api/v1/changes", params={"suite": "moe-sweep", "metric": "nosuch"})
         assert nosuch.status_code == 400 and "metrics stored: " in nosuch.json()["detail"]
         assert c.get("/api/v1/changes", params={"suite": "moe-sweep", "host": "h2"}).json() == []  # known, none
+        nohost = c.get("/api/v1/changes", params={"suite": "moe-sweep", "host": "h9"})
+        assert nohost.status_code == 400 and nohost.json()["detail"] == (
+            "no result of suite 'moe-sweep' was measured on host 'h9' (hosts with results: h1, h2)"
+        ), nohost.json()
 
 
 def test_orch_runs_changes_cli(tmp_path: Path) -> None:
@@ -85,3 +89,12 @@ def test_orch_runs_changes_cli(tmp_path: Path) -> None:
     assert res.returncode == 0 and shifted[20][-8:] in res.stdout and "+20." in res.stdout, res.stdout
     res = subprocess.run([*argv[:-1], "no-such"], env=env, capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert res.returncode == 2 and "no-such" in res.stderr and "Traceback" not in res.stderr, res.stderr
+    # an unknown host, or a metric the host's results lack: exit 2 naming the known ones (not "0 series")
+    res = subprocess.run([*argv, "--host", "nohost"], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "no result of suite 'moe-sweep' was measured on host 'nohost'" in res.stderr
+    assert "hosts with results: h1" in res.stderr and "Traceback" not in res.stderr
+    res = subprocess.run([*argv[:-1], "nosuch", "--host", "h1"], env=env, capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)  # fmt: skip
+    assert res.returncode == 2 and "metrics stored: time_ms" in res.stderr, res.stdout + res.stderr
