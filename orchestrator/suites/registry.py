@@ -39,7 +39,12 @@ ParamValue = int | float | str | list[int]
 RUN_PARAMS = ("repeat", "warmup", "device", "seed")
 DEVICES = ("auto", "cuda", "cpu")
 
-_INT_RE = re.compile(r"^\s*(\d[\d_]*)\s*(KiB|MiB|GiB|TiB)?\s*$")
+# ASCII digits only (re.ASCII): Python's \d and int()/float() also take other scripts' digits ('١٢' is 12)
+_INT_RE = re.compile(r"^\s*(\d[\d_]*)\s*(KiB|MiB|GiB|TiB)?\s*$", re.ASCII)
+_FLOAT_RE = re.compile(r"^\s*[-+]?(?:\d[\d_]*(?:\.[\d_]*)?|\.\d[\d_]*)(?:[eE][-+]?\d+)?\s*$", re.ASCII)
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+"""The range of an int parameter: a signed 64-bit integer, what SQLite's INTEGER, PostgreSQL's bigint and the
+agent's JSON readers (C int64) hold (SQLite docs, "Datatypes In SQLite", 2. Storage Classes)."""
 _SUFFIX = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
 _TYPE_WORDS = {"int": "an integer", "float": "a number", "str": "a string", "int-list": "a list of integers"}
 
@@ -62,6 +67,12 @@ class RunSpec(TypedDict):
 
 def _bound(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def _digits_note(raw: str) -> str:
+    """`` written in ASCII digits 0-9`` when ``raw`` holds another script's digits (which Python's int() would
+    read: '١٢' is 12), else ``""``."""
+    return " written in ASCII digits 0-9" if any(ch.isdigit() and not ch.isascii() for ch in raw) else ""
 
 
 def _fmt(value: ParamValue) -> str:
@@ -105,19 +116,23 @@ class Param:
             return -self._parse_int(suite, text[1:])  # parsed, so that the bounds check names the problem
         m = _INT_RE.match(text)
         if not m:
-            raise self._bad(suite, f"must be {_TYPE_WORDS['int']}, got {raw!r}")
+            raise self._bad(suite, f"must be {_TYPE_WORDS['int']}{_digits_note(raw)}, got {raw!r}")
         return int(m.group(1)) * _SUFFIX.get(m.group(2) or "", 1)
 
     def parse(self, raw: str, suite: str) -> ParamValue:
-        """Parse the text of ``--set NAME=RAW`` and check it. Raises SuiteError."""
+        """Parse the text of ``--set NAME=RAW`` (or a suite file's text value) and check it: digits are ASCII
+        0-9 only, an int lies within the signed 64-bit range (``INT64_MIN``..``INT64_MAX``) and the declared
+        bounds. Raises SuiteError."""
         value: ParamValue
         if self.type == "int":
             value = self._parse_int(suite, raw)
         elif self.type == "float":
             try:
+                if not _FLOAT_RE.match(raw):
+                    raise ValueError(raw)
                 value = float(raw)
             except ValueError:
-                raise self._bad(suite, f"must be {_TYPE_WORDS['float']}, got {raw!r}") from None
+                raise self._bad(suite, f"must be {_TYPE_WORDS['float']}{_digits_note(raw)}, got {raw!r}") from None
         elif self.type == "str":
             value = raw.strip()
         else:
@@ -166,6 +181,10 @@ class Param:
             raise self._bad(suite, f"must be {_TYPE_WORDS['int']}, got {value!r}")
         if not math.isfinite(value):
             raise self._bad(suite, f"must be finite, got {value!r}")
+        if typ == "int" and not INT64_MIN <= value <= INT64_MAX:
+            raise self._bad(
+                suite, f"is outside the 64-bit signed range {INT64_MIN}..{INT64_MAX}, got {value!r}"
+            )
         if self.min is not None and value < self.min:
             raise self._bad(suite, f"must be >= {_bound(self.min)}, got {value!r}")
         if self.max is not None and value > self.max:

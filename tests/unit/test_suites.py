@@ -123,6 +123,9 @@ def test_set_overrides_preset() -> None:
     assert resolve("moe-sweep", {}, cuda=False, run_id="r", seed=42)["seed"] == 42  # default seed given
 
 
+ASCII = "written in ASCII digits 0-9"  # digits of other scripts, which int() reads
+
+
 @pytest.mark.parametrize(
     ("sets", "message", "hint"),
     [
@@ -147,6 +150,21 @@ def test_set_overrides_preset() -> None:
         ({"M": "1,,2"}, "moe-sweep: M has an empty item in '1,,2'", None),
         ({"M": "8..2"}, "moe-sweep: M range '8..2' must be A..B with 1 <= A <= B", None),
         ({"M": "1.5"}, "moe-sweep: M must be an integer, got '1.5'", None),
+        (
+            {"E": "99999999999999999999999"},
+            "moe-sweep: E is outside the 64-bit signed range -9223372036854775808..9223372036854775807, "
+            "got 99999999999999999999999",
+            "E (number of routed experts) takes an integer >= 1; for example --set E=384",
+        ),
+        (
+            {"M": "1,99999999999999999999"},
+            "moe-sweep: M is outside the 64-bit signed range -9223372036854775808..9223372036854775807, "
+            "got 99999999999999999999",
+            None,
+        ),
+        ({"E": "\u0661\u0662"}, f"moe-sweep: E must be an integer {ASCII}, got '\u0661\u0662'", None),
+        ({"M": "1,\u0968"}, f"moe-sweep: M must be an integer {ASCII}, got '\u0968'", None),
+        ({"E": "\uff11\uff12"}, f"moe-sweep: E must be an integer {ASCII}, got '\uff11\uff12'", None),
         (
             {"dtype": "int8"},
             "moe-sweep: dtype must be one of bf16, fp16, fp32, fp8, int4, int4-g128, got 'int8'",
@@ -336,3 +354,32 @@ def test_moe_sweep_accepts_the_quantized_formats() -> None:
         assert spec["cases"][0]["dtype"] == dtype
     with pytest.raises(SuiteError, match="int4-g128"):
         resolve("moe-sweep", {"dtype": "int3"}, cuda=True, run_id="r")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("\u0661\u066b\u0665", "s: x must be a number written in ASCII digits 0-9, got '\u0661\u066b\u0665'"),
+        ("1e400", "s: x must be finite, got inf"),
+        ("nan", "s: x must be a number, got 'nan'"),
+        ("abc", "s: x must be a number, got 'abc'"),
+    ],
+)
+def test_float_sets_take_ascii_finite_numbers(raw: str, message: str) -> None:
+    from orchestrator.suites.registry import Param
+
+    p = Param("x", "float", 1.5, "a float")
+    with pytest.raises(SuiteError) as exc:
+        p.parse(raw, "s")
+    assert exc.value.message == message
+    assert p.parse(" 2.5e3 ", "s") == 2500.0 and p.parse("1_000.5", "s") == 1000.5 and p.parse("-.5", "s") == -0.5
+
+
+def test_int_range_edges() -> None:
+    from orchestrator.suites.registry import INT64_MAX, INT64_MIN, Param
+
+    p = Param("n", "int", 1, "a count")
+    assert p.parse(str(INT64_MAX), "s") == INT64_MAX and p.parse(str(INT64_MIN), "s") == INT64_MIN
+    for raw in (str(INT64_MAX + 1), str(INT64_MIN - 1), "8388608TiB"):
+        with pytest.raises(SuiteError, match="outside the 64-bit signed range"):
+            p.parse(raw, "s")

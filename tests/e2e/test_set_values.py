@@ -1,0 +1,56 @@
+"""``orch run --set`` values the store or the agent could not hold, or that Python alone would misread, are usage
+errors (exit 2) before any run is created or any host is touched — on SQLite and on a real PostgreSQL, over a
+real sshd host. Before: a 23-digit int failed each host with "database error: Integer exceeds 64-bit range"
+(SQLite) or "internal error: TypeError" (PostgreSQL), exit 1, leaving a failed run; '١٢' ran as 12."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Orch
+
+pytestmark = [pytest.mark.sshd]
+
+SUITE = """\
+name: ec
+description: echoes its parameters
+command: [echo, "v: {n} {x}"]
+params:
+  n: {type: int, default: 1, help: "a count"}
+  x: {type: float, default: 1.5, help: "a factor"}
+parser: {name: regex, pattern: 'v: (?P<v>\\S+)'}
+metrics:
+  v: {unit: ms}
+"""
+
+RANGE = "-9223372036854775808..9223372036854775807"
+
+
+BAD = [
+    ("n=99999999999999999999999", f"ec: n is outside the 64-bit signed range {RANGE}, got 99999999999999999999999"),
+    ("n=-9223372036854775809", f"ec: n is outside the 64-bit signed range {RANGE}, got -9223372036854775809"),
+    ("n=\u0661\u0662", "ec: n must be an integer written in ASCII digits 0-9, got '\u0661\u0662'"),
+    ("x=\u0661\u066b\u0665", "ec: x must be a number written in ASCII digits 0-9, got '\u0661\u066b\u0665'"),
+    ("x=1e400", "ec: x must be finite, got inf"),
+]
+
+
+def test_bad_set_values_exit_2_before_any_run(two_hosts_any_db: tuple[Orch, list[Any]], tmp_path: Path) -> None:
+    orch, _ = two_hosts_any_db
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "ec.yaml").write_text(SUITE)
+    for value, message in BAD:
+        res = orch("run", "ec", "--hosts", "gpu-a", "--suite-dir", str(suites), "--set", value, timeout=120)
+        assert res.returncode == 2, value + res.stdout + res.stderr
+        assert res.stderr.splitlines()[0] == f"error: {message}", res.stderr
+        assert "--set" in res.stderr and "Traceback" not in res.stderr and "database" not in res.stderr
+    # the largest int64 is accepted and runs; it is the only run stored
+    ok = orch.json("run", "ec", "--hosts", "gpu-a", "--suite-dir", str(suites), "--set", "n=9223372036854775807",
+                   timeout=300)  # fmt: skip
+    assert ok["status"] == "completed", ok
+    runs = orch.json("runs", "list")
+    assert [r["id"] for r in runs["items"]] == [ok["run_id"]], runs
