@@ -15,6 +15,12 @@ local host's run imports no asyncssh. Each figure is printed with the client's C
 and the children it waited for: on a local host that includes the agent's start, not the detached worker), which
 a loaded machine disturbs much less than the wall time.
 
+Measured 2026-11-30 (docs/inner-loop.md has the profile and what remains), medians of 7, wall s (client CPU s):
+on the lent H200 machine (16 cores, Python 3.12, load 0.7-0.9), before these changes (d4825ae) -> after (72ca3a6):
+``orch --help`` 0.712 (0.708) -> 0.344 (0.343); over SSH 2.273 (1.684) -> 1.824 (1.225), 7.98x -> 6.89x ``ssh host
+true`` (0.27-0.29 s); local host 2.151 (2.011) -> 1.375 (1.280). On the 2-core development machine at load 16-17
+the CPU went 0.535 -> 0.325 (help), 1.430 -> 1.061 (SSH), 1.612 -> 1.020 (local). Targets not met.
+
 Usage: .venv/bin/python bench/overhead.py [--repeat 7]
 """
 
