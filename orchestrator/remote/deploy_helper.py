@@ -24,10 +24,14 @@ import hashlib
 import json
 import os
 import posixpath
-import shutil
 import sys
-import tarfile
-import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import tarfile
+
+# shutil, tarfile and tempfile are imported where a build is pruned or installed: the everyday call (``ensure``
+# with the facts, once per host per run) needs none of them, and tarfile alone is ~15-70 ms of each start.
 
 REPACK_HINT = "repack the build (orch deploy --build DIR packs a directory safely) without that member"
 
@@ -96,6 +100,8 @@ def prune(keep, protect):
     for _, name in entries[keep:]:
         if name in protect:
             continue
+        import shutil
+
         shutil.rmtree(os.path.join(builds, name), ignore_errors=True)
         removed.append(name)
     return removed
@@ -200,6 +206,8 @@ def check_members(members: list[tarfile.TarInfo]) -> int:
 
 def _extract_filter(member, dest):
     """tarfile's ``data`` filter, except that a symlink may name an absolute path (checked by check_members)."""
+    import tarfile
+
     if member.issym() and member.linkname.startswith("/"):
         checked = tarfile.data_filter(member.replace(linkname=".", deep=False), dest)
         return checked.replace(linkname=member.linkname, deep=False) if checked is not None else None
@@ -208,6 +216,8 @@ def _extract_filter(member, dest):
 
 def extract_build(tarball, dest):
     """Check every member, then extract ``tarball`` (gzip) into the existing empty directory ``dest``."""
+    import tarfile
+
     if not hasattr(tarfile, "data_filter"):
         raise Refused(
             f"Python {sys.version.split()[0]} on this host has no tarfile extraction filters (PEP 706)",
@@ -224,6 +234,9 @@ def extract_build(tarball, dest):
 
 
 def cmd_install_build(args):
+    import shutil
+    import tempfile
+
     sha = args.build_sha
     builds = os.path.join(home(), "builds")
     name = args.tarball or sha + ".tar.gz"
@@ -261,6 +274,9 @@ def cmd_install_build(args):
 
 def _move_into_place(tmp, final, sha):
     """Rename the unpacked build to builds/<sha>; 'present' when a concurrent deploy got there first."""
+    import shutil
+    import tempfile
+
     if os.path.lexists(final) and build_state(sha) != "present":  # a leftover without .complete
         stale = tempfile.mkdtemp(prefix="." + sha[:16] + ".", suffix=".stale", dir=os.path.dirname(final))
         try:
