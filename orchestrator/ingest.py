@@ -118,14 +118,17 @@ def _count(x: Any) -> int | None:
     return x if isinstance(x, int) and not isinstance(x, bool) and x >= 0 else None
 
 
-def reconcile(done: Mapping[str, Any], *, done_seq: int, results: int, errors: int) -> list[str]:
+def reconcile(done: Mapping[str, Any], *, done_seq: int, results: int, errors: int, judged: int = 0) -> list[str]:
     """Disagreements between the agent's ``done`` counts and the store, as sentences; empty when they agree.
 
     ``done_seq``: the stored position of the ``done`` line, i.e. the number of lines before it. ``results``,
-    ``errors``: the host run's stored result rows of status ok / error. An agent without ``counts.lines`` is
+    ``errors``: the host run's stored result rows of status ok / error. ``judged``: of those error rows, the ones
+    orch made from the agent's result lines (a command suite's parser judged the output: ``Store.judged_errors``)
+    — the agent counted them as results, so they count on that side. An agent without ``counts.lines`` is
     checked on results and errors only; a count that is missing or not a non-negative integer is a disagreement.
     """
     problems: list[str] = []
+    results, errors = results + judged, errors - judged
     if "lines" in done:
         lines = _count(done.get("lines"))
         if lines != done_seq:
@@ -151,17 +154,17 @@ class HostVerdict:
         return "completed" if self.status == "partial" else self.status
 
 
-def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int) -> HostVerdict:
+def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int, judged: int = 0) -> HostVerdict:
     """The verdict for a host whose spool was followed to its end. ``done``: :func:`done_record` of the stored
     ``done`` event, None when none was stored (the host did not finish, or its done line was not trusted);
-    ``results``/``errors``: the host run's stored counts."""
+    ``results``/``errors``: the host run's stored counts; ``judged``: see :func:`reconcile`."""
     if done is None:
         return HostVerdict("failed", "the agent's done line was not stored: the host's end of the run is unknown")
     if done.get("status") == "cancelled":
         return HostVerdict("cancelled")
     position = done.get("position")
     done_seq = position if isinstance(position, int) else -1
-    problems = reconcile(done, done_seq=done_seq, results=results, errors=errors)
+    problems = reconcile(done, done_seq=done_seq, results=results, errors=errors, judged=judged)
     reason = done.get("reason")
     if isinstance(reason, str) and reason:
         return HostVerdict("failed", "; ".join([reason, *problems]))

@@ -702,7 +702,9 @@ class Runner:
         rec = await self.writer.call(self.store.get_host_run, self.run_id, host)
         if rec is None:
             return HostVerdict("failed", "no host run stored"), 0, 0
-        return host_verdict(rec.done_counts, results=rec.results, errors=rec.errors), rec.results, rec.errors
+        judged = await self.writer.call(self.store.judged_errors, self.run_id, host) if rec.errors else 0
+        verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged)
+        return verdict, rec.results, rec.errors
 
     async def resume(self, run_id: str) -> RunOutcome:
         """Reattach to a run: follow every host whose ``done`` line is not stored from its last stored position —

@@ -177,7 +177,8 @@ def import_spool(
                                  rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
         return ImportOutcome(str(path), run_id, suite, name, created, count, new, "unfinished", detail.status,
                              rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
-    verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors)
+    judged = store.judged_errors(run_id, name) if rec.errors else 0
+    verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged)
     if rec.status != verdict.stored_status or (verdict.error and verdict.error not in (rec.error or "")):
         store.finish_host_run(run_id, name, verdict.stored_status, verdict.error)
     error = "; ".join([verdict.error, *notes] if verdict.error else notes) or None
@@ -218,7 +219,8 @@ def _run_status(store: Store, run_id: str) -> str:
     outcomes: list[HostOutcome] = []
     for rec in detail.host_runs:
         if rec.done_counts is not None:
-            v = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors)
+            judged = store.judged_errors(run_id, rec.host) if rec.errors else 0
+            v = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged)
             outcomes.append(HostOutcome(rec.host, v.status, rec.results, rec.errors))
         elif rec.status in ("failed", "cancelled"):
             outcomes.append(HostOutcome(rec.host, rec.status, rec.results, rec.errors))

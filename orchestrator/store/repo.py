@@ -664,6 +664,17 @@ class Store:
             hr = s.scalars(q).one_or_none()
             return None if hr is None else _host_run_record(hr, None)
 
+    def judged_errors(self, run_id: str, host: str) -> int:
+        """How many of the host run's error rows orch made from the agent's result lines (``info.agent_result``,
+        set by ``suites/command.py`` when a parser or the request counts judged a tool's output): the agent
+        counted them as results, and ``ingest.reconcile`` counts them so."""
+        flag = Result.info["agent_result"].as_boolean()
+        with self._read() as s:
+            q = select(func.count()).where(
+                Result.run_id == run_id, Result.host == host, Result.status == "error", flag.is_(True)
+            )
+            return int(s.execute(q).scalar_one())
+
     def results(
         self,
         run_id: str,

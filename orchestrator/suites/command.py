@@ -384,9 +384,7 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
         # The outputs stayed on the host (the runner fetches them before parsing): never parse an excerpt.
         err = {"message": "the full outputs stayed on the host and were not fetched; parse them with orch runs logs",
                "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
-        if ev.case_index is not None:
-            err["case_index"] = ev.case_index
-        return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+        return _judged_error(ev, err)
     info.pop("outputs_complete", None)
     main = info.pop("output", None)
     stdout = info.pop("stdout", None)
@@ -409,16 +407,12 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
         if isinstance(exc, InvalidMeasurement):
             kind, message = "invalid", str(exc)
         err = {"message": message, "case": data["case"], "kind": kind, "info": info}
-        if ev.case_index is not None:
-            err["case_index"] = ev.case_index
-        return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+        return _judged_error(ev, err)
     except Exception as exc:  # noqa: BLE001 - a parser bug costs this case only, never the host's other cases
         err = {"message": f"parser {suite.parser} failed on this output ({type(exc).__name__}: {exc}); this is a "
                "bug in orch, please report it with the output kept in info.output_tail",
                "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
-        if ev.case_index is not None:
-            err["case_index"] = ev.case_index
-        return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
+        return _judged_error(ev, err)
     metrics = {**_agent_metrics(data), **parsed}
     if failed is not None:
         metrics["failed_requests"] = failed
@@ -434,6 +428,19 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
     data["metrics"] = {k: m.to_dict() for k, m in metrics.items()}
     data["info"] = info
     return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+
+
+JUDGED_KEY = "agent_result"
+"""``info`` key of an error row that orch made from the agent's ``result`` line (its parser or request counts
+judged the output): the agent counted it as a result, so the host's reconciliation (``ingest.reconcile``)
+counts it on the agent's results side — the line is stored, nothing is lost, the case failed."""
+
+
+def _judged_error(ev: Event, err: dict[str, Any]) -> Event:
+    err["info"] = {**err["info"], JUDGED_KEY: True}
+    if ev.case_index is not None:
+        err["case_index"] = ev.case_index
+    return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)
 
 
 def _agent_metrics(data: Mapping[str, Any]) -> dict[str, Metric]:

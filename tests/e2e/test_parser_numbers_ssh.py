@@ -1,0 +1,121 @@
+"""Numbers misread from engine output, end to end over real SSH (sshd test bed): a fake tool deployed as a build
+writes the case's sample to ``{output}``; ``orch run`` stores what the parsers make of it. nccl-tests rows with
+wrong elements and a ``-J`` file of an unexpected shape are errors of their own cases (the host partial, the
+other cases stored); two runs appended to one bench_serving file give the last run's figures and a warning; a
+negative failed count is a parse error."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+from tests.e2e.test_parser_kinds_ssh import FAKE
+
+pytestmark = [pytest.mark.sshd]
+
+FIX = Path(__file__).parents[1] / "fixtures"
+GOOD_JSON = (FIX / "nccl-tests" / "all_reduce_perf_8xh200.json").read_text()
+GOOD_TXT = (FIX / "nccl-tests" / "all_reduce_perf_8xh200.txt").read_text()
+MIB = 1048576
+
+
+def _malformed() -> str:
+    doc = json.loads(GOOD_JSON)
+    next(r for r in doc["results"] if r["size"] == MIB)["out_of_place"] = [1, 2]
+    return json.dumps(doc)
+
+
+SAMPLES = {
+    "nccl-1": GOOD_JSON,
+    "nccl-2": (FIX / "nccl-tests" / "all_reduce_perf_wrong.json").read_text(),
+    "nccl-3": _malformed(),
+    "nccl-4": GOOD_TXT,
+    "nccl-5": (FIX / "nccl-tests" / "all_reduce_perf_wrong.txt").read_text(),
+    "sglang-1": (FIX / "engines" / "sglang_serving_appended.jsonl").read_text(),
+    "vllm-1": (FIX / "engines" / "vllm_serve_failed_negative.json").read_text(),
+    "vllm-2": (FIX / "engines" / "vllm_serve.json").read_text(),
+}
+
+
+def _suite(name: str, kind: str, parser: str, cases: list[int]) -> str:
+    return f"""\
+name: {name}
+description: the {parser} parser over misread numbers
+command: ["{{build}}/fake-tool", "{kind}", "{{case}}", "{{output}}"]
+params:
+  case: {{type: list, default: {cases}, help: "sample number"}}
+  size_bytes: {{type: int, default: {MIB}, help: "nccl-tests: the message size of the case"}}
+timeout_s: 60
+parser: {parser}
+"""
+
+
+SUITES = {
+    "n-nccl": _suite("n-nccl", "nccl", "nccl-tests", [1, 2, 3, 4, 5]),
+    "n-sglang": _suite("n-sglang", "sglang", "sglang-serving", [1]),
+    "n-vllm": _suite("n-vllm", "vllm", "vllm-serve", [1, 2]),
+}
+
+
+@pytest.fixture
+def deployed(two_hosts: tuple[Orch, list[Any]], tmp_path: Path) -> tuple[Orch, Path]:
+    orch, _ = two_hosts
+    build = tmp_path / "tool-build"
+    (build / "samples").mkdir(parents=True)
+    tool = build / "fake-tool"
+    tool.write_text(FAKE.format(python=sys.executable))
+    tool.chmod(0o755)
+    for name, text in SAMPLES.items():
+        (build / "samples" / f"{name}.txt").write_text(text)
+    doc = orch.json("deploy", "--hosts", "b300", "--build", str(build))
+    assert [r["build"] for r in doc["hosts"]] == ["uploaded"]
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    for name, text in SUITES.items():
+        (suites / f"{name}.yaml").write_text(text)
+    return orch, suites
+
+
+def _run(orch: Orch, suites: Path, suite: str) -> tuple[dict[str, Any], dict[int, Any]]:
+    res = orch("run", suite, "--hosts", "b300", "--suite-dir", str(suites), "--json")
+    doc = json.loads(res.stdout)
+    rows = {r.case["case"]: r for r in Store.from_url(orch.db_url).results(doc["run_id"], limit=100).items}
+    return doc, rows
+
+
+def test_misread_numbers_over_ssh(deployed: tuple[Orch, Path]) -> None:
+    orch, suites = deployed
+    doc, rows = _run(orch, suites, "n-nccl")
+    assert doc["status"] == "partial" and doc["hosts"][0]["status"] == "partial", doc
+    assert [rows[i].status for i in range(1, 6)] == ["ok", "error", "error", "ok", "error"]
+    assert rows[1].metrics["busbw_gbps"]["value"] == 96.732103 and rows[1].metrics["wrong"]["value"] == 0
+    assert rows[4].metrics["busbw_gbps"]["value"] == 96.73 and rows[4].metrics["wrong"] == {"value": 0,
+                                                                                           "unit": "elements"}
+    assert "nccl-tests results[1] (size 1048576 B): #wrong is 12 out-of-place and 12 in-place" in (rows[2].error or "")
+    assert "nccl-tests JSON: results[17].out_of_place must be an object with time, alg_bw, bus_bw and nwrong, got " \
+        "[1, 2]" in (rows[3].error or "")
+    assert "nccl-tests line 19 (size 1048576 B): #wrong is 12 out-of-place and 12 in-place" in (rows[5].error or "")
+    assert not rows[2].metrics and not rows[5].metrics  # the invalid bandwidth is never stored
+    shown = orch("runs", "show", doc["run_id"])
+    assert shown.returncode == 0 and "internal error" not in shown.stdout + shown.stderr
+    assert "│ 0 elements │" in shown.stdout, shown.stdout  # an integer count, not 0.0
+    as_json = orch("runs", "show", doc["run_id"], "--json")
+    assert as_json.returncode == 0 and "#wrong is 12 out-of-place and 12 in-place" in as_json.stdout
+
+    doc, rows = _run(orch, suites, "n-sglang")
+    assert rows[1].status == "ok" and rows[1].metrics["output_throughput"]["value"] == 5335.06
+    assert not any(k.endswith("_ms") and k != "wall_ms" for k in rows[1].metrics), sorted(rows[1].metrics)
+    assert rows[1].info is not None and rows[1].info["warnings"] == [
+        "the output holds 2 sglang-serving result records (lines 1, 2): used the last one (line 2) for every metric; "
+        "the others are earlier runs appended to the same file"
+    ]
+
+    doc, rows = _run(orch, suites, "n-vllm")
+    assert rows[1].status == "error" and "'failed' is -3, not a request count" in (rows[1].error or "")
+    assert rows[2].status == "ok" and rows[2].metrics["failed_requests"]["value"] == 0
