@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
 from orchestrator.errors import CommandTimeout, HostError, RemoteCommandError
+from orchestrator.transport import children
 from orchestrator.transport.base import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
 from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
 
@@ -53,7 +54,7 @@ class LocalTransport:
                 proc.communicate(input.encode() if input is not None else None), timeout_s
             )
         except (asyncio.TimeoutError, TimeoutError):
-            proc.kill()
+            children.kill(proc)
             await proc.wait()
             raise CommandTimeout(self.host, list(argv), timeout_s) from None
         res = CommandResult(
@@ -101,7 +102,7 @@ class LocalTransport:
                 raise RemoteCommandError(self.host, list(argv), status, err)
         finally:
             if proc.returncode is None:
-                proc.kill()
+                children.kill(proc)  # not proc.kill(): it may reap a child that just exited (children.py)
                 await proc.wait()
             if not err_task.done():
                 err_task.cancel()

@@ -44,6 +44,7 @@ from typing import Any
 from orchestrator import hostkeys
 from orchestrator.errors import ConfigError, ToolMissingError
 from orchestrator.inventory import Host
+from orchestrator.transport import children
 
 SSH_CLIENT_HINT = (
     "install the OpenSSH client: apt-get install openssh-client (Debian/Ubuntu), dnf install openssh-clients "
@@ -480,7 +481,7 @@ class SshResolver:
             try:
                 out, err = await asyncio.wait_for(proc.communicate(), RESOLVE_TIMEOUT_S)
             except (asyncio.TimeoutError, TimeoutError):
-                proc.kill()
+                children.kill(proc)
                 await proc.wait()
                 raise ConfigError(
                     f"{name}: `ssh -G` did not answer within {RESOLVE_TIMEOUT_S:g} s",
