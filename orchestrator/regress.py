@@ -425,6 +425,10 @@ async def check(
     hosts = sorted({c.host for c in flagged if c.host is not None})
     req = rerun_request(store, head, hosts=hosts or None, cases=[c.case for c in flagged], timeout_s=timeout_s)
     rerun = await Runner(inventory, store, req, observer, registry=registry).run()
+    if not rerun.run_id:  # every host failed before starting: no run stored
+        why = "; ".join(f"{h.host}: {h.error}" for h in rerun.hosts)
+        raise OrchError(f"the confirming rerun of run {head} stored nothing: every host failed before starting ({why})",
+                        "fix the hosts (orch doctor) and run the check again")
     if rerun.status not in ("completed", "partial"):
         raise OrchError(
             f"the confirming rerun {rerun.run_id} of run {head} is {rerun.status}: nothing to confirm with",

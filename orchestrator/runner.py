@@ -158,9 +158,14 @@ class RunOutcome:
     status: str
     hosts: list[HostOutcome]
 
+    @property
+    def stored(self) -> bool:
+        """False when every host failed before starting and no run was stored (``run_id`` is empty)."""
+        return bool(self.run_id)
+
     def to_dict(self) -> dict[str, Any]:
         return {
-            "run_id": self.run_id,
+            "run_id": self.run_id or None,
             "suite": self.suite,
             "status": self.status,
             "hosts": [h.to_dict() for h in self.hosts],
@@ -645,6 +650,8 @@ class Runner:
         runs = {h.name: _HostRun(self, h) for h in hosts}
         view, failed = await self._preflight(hosts, runs, allowed)
         await self.writer.ready()  # opened meanwhile on its own thread (a bad URL or schema raises here)
+        if hosts and len(failed) == len(hosts):  # no host got past connect/facts: no run to store or to be latest
+            return await self._nothing_started(hosts, runs, failed)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed,
                   "preset": self.req.preset}  # fmt: skip
         for h in hosts:
@@ -667,6 +674,21 @@ class Runner:
             {"orch": version_info().as_dict(), "fleet": view.to_dict(), **replay_info(self.req)},
         )
         return await self._drive(hosts, resume=False, runs=runs, failed=failed)
+
+    async def _nothing_started(
+        self, hosts: list[Host], runs: dict[str, _HostRun], failed: dict[str, OrchError]
+    ) -> RunOutcome:
+        """Every host failed before starting (connect, host key, facts): nothing is stored — no run that
+        ``latest`` would pick, with 0 results — and no host directory is named. ``run_id`` is empty."""
+        outs = []
+        for h in hosts:
+            await runs[h.name].drop()
+            exc = failed[h.name]
+            msg = exc.message.removeprefix(f"{h.name}: ")
+            self.observer.host_state(h.name, "failed", msg)
+            outs.append(HostOutcome(h.name, "failed", error=msg, hint=exc.hint or None))
+        await self.close_store()
+        return RunOutcome("", self.req.suite, "failed", outs)
 
     async def _preflight(
         self, hosts: list[Host], runs: dict[str, _HostRun], allowed: tuple[str, ...]
@@ -795,8 +817,10 @@ class Runner:
             rec = stored.host_run(out.host)
             out.results, out.errors = (rec.results, rec.errors) if rec is not None else (0, 0)
         by_name = {h.name: h for h in hosts}
-        for out in results:
-            out.state_dir = run_dir_text(by_name[out.host], self.run_id) if out.host in by_name else None
+        for out in results:  # named only where the agent was started: never a directory that was not made
+            st, hr = states.get(out.host), runs.get(out.host)
+            made = (hr is not None and hr.started) or (st is not None and st.started)
+            out.state_dir = run_dir_text(by_name[out.host], self.run_id) if made and out.host in by_name else None
         status = run_status(results)
         await self.writer.call(self.store.finish_run, self.run_id, status)
         await self.close_store()

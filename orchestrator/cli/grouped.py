@@ -196,6 +196,11 @@ def run_summary(outcome: Any) -> None:
     dirs = group_by((h.host, generalize(h.state_dir, host=h.host)) for h in outcome.hosts if h.state_dir)
     for d in dirs:
         c.print(f"run state on {_hosts(d.count)} ({safe(fold(d.hosts))}): {safe(d.key)}", soft_wrap=True)
+    if not outcome.run_id:
+        from orchestrator.cli.render import NOTHING_STORED
+
+        c.print(f"[red]{NOTHING_STORED}[/red]", soft_wrap=True)
+        return
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
     c.print(
         f"run [bold]{short_run_id(outcome.run_id)}[/bold] {safe(outcome.suite)}: "

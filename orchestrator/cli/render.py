@@ -801,6 +801,9 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
     dirs = [f"{safe(h.host)}: {safe(h.state_dir)}" for h in outcome.hosts if getattr(h, "state_dir", None)]
     if dirs:  # connection: local hosts too: say where the node-local state went (the inventory's orch_home:)
         c.print("run state (spool, spec, outputs) on the hosts: " + ", ".join(dirs), soft_wrap=True)
+    if not outcome.run_id:
+        c.print(f"[red]{NOTHING_STORED}[/red]", soft_wrap=True)
+        return
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
     c.print(
         f"run [bold]{short_run_id(outcome.run_id)}[/bold] {safe(outcome.suite)}: "
@@ -808,6 +811,10 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
         f"{counted(sum(h.results for h in outcome.hosts), 'result')} from {counted(len(outcome.hosts), 'host')}; "
         f"details: orch runs show {short_run_id(outcome.run_id)}"
     )
+
+
+# When every host failed before starting (connect, host key, facts), no run is stored (README, What a run leaves).
+NOTHING_STORED = "no run stored: every host failed before starting"
 
 
 def deploy_table(report: Any) -> None:

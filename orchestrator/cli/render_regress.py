@@ -19,7 +19,7 @@ def calibration_table(out: Any) -> None:
     from rich.table import Table
 
     c = console()
-    runs = ", ".join(f"{short_run_id(r.run_id)} ({safe(r.status)})" for r in out.runs)
+    runs = ", ".join(f"{short_run_id(r.run_id) if r.run_id else 'none stored'} ({safe(r.status)})" for r in out.runs)
     t = Table(title=f"calibration of {safe(out.suite)}: runs {runs}", title_justify="left")
     for col in ("host", "case", "metric", "runs", "A/A spread", "within-run spread"):
         t.add_column(col, justify="right" if col in ("runs", "A/A spread", "within-run spread") else "left")
@@ -59,6 +59,13 @@ def calibration_table(out: Any) -> None:
 
 def rerun_outcome(outcome: Any, replays: str) -> None:
     c = console()
+    if not outcome.run_id:  # every host failed before starting: nothing stored
+        from orchestrator.cli.render import NOTHING_STORED
+
+        for h in outcome.hosts:
+            c.print(f"[red]{safe(h.host)}: {safe(h.error or h.status)}[/red]", soft_wrap=True)
+        c.print(f"[red]{NOTHING_STORED}[/red] (replaying {short_run_id(replays)})", soft_wrap=True)
+        return
     c.print(
         f"run {short_run_id(outcome.run_id)} ({safe(outcome.status)}) replays {short_run_id(replays)}: "
         + ", ".join(f"{safe(h.host)} {safe(h.status)} {counted(h.results, 'result')}" for h in outcome.hosts)

@@ -128,6 +128,15 @@ def run(
         raise typer.Exit(130) from None
     from orchestrator.cli.runs import SHOW_MAX_RESULTS
 
+    if not outcome.stored:  # every host failed before starting: nothing stored, no directory made
+        if json_out:
+            render.print_json({**outcome.to_dict(), "hosts": [
+                {**h.to_dict(), "hint": h.hint} for h in outcome.hosts], "stored": False})  # fmt: skip
+        elif grouped.grouped(len(outcome.hosts), show_all):
+            grouped.run_summary(outcome)
+        else:
+            render.run_outcome(outcome, None, [])
+        raise typer.Exit(1)
     store = runner.store
     page = store.results(outcome.run_id, limit=SHOW_MAX_RESULTS)
     if json_out:

@@ -126,7 +126,7 @@ def test_deploy_and_run_12_hosts_grouped(sshd_bed: SshdBed, tmp_path: Path) -> N
     assert 1 <= len(heads) <= 2 and len(details) == len(heads), lines
     counts = [re.fullmatch(r"ok on (\d+) hosts?: c\S*", h) for h in heads]
     assert sum(int(m[1]) for m in counts if m) == 10, lines
-    assert all(re.fullmatch(r"    agent [0-9a-f]{12} (uploaded|present); no build; \d+\.\d{2,} MB uploaded", d)
+    assert all(re.fullmatch(r"    agent [0-9a-f]{12} (uploaded|present); no build; (0|\d+\.\d{2,}) MB uploaded", d)
                for d in details), lines  # fmt: skip
 
     # 12 hosts, 4 at once: each connection is closed after the host's facts are read and opened again for its turn
@@ -141,8 +141,8 @@ def test_deploy_and_run_12_hosts_grouped(sshd_bed: SshdBed, tmp_path: Path) -> N
         f"    connection refused on port {port} (nothing listening: sshd down, or wrong port)",
         "    hint: check the port in the inventory / ssh_config and that sshd runs",
     ]
-    assert re.fullmatch(r"run state on 12 hosts \(c\[1-10\],login-a,login-b\): ~/\.orch/runs/[0-9a-f-]+/\{host\}/",
-                        lines[4]), lines  # fmt: skip
+    # the refused hosts made no directory: none is named for them
+    assert re.fullmatch(r"run state on 10 hosts \(c\[1-10\]\): ~/\.orch/runs/[0-9a-f-]+/\{host\}/", lines[4]), lines
     assert re.fullmatch(
         r"run [0-9a-f]{8} noop: partial — 10 results from 12 hosts; details: orch runs show [0-9a-f]{8}", lines[5]
     ), lines
