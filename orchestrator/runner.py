@@ -70,6 +70,7 @@ from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.store_writer import IngestWriter
 from orchestrator.suites.command import command_result
+from orchestrator.suites.origin import require_suite, suite_origin
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
 from orchestrator.transport import open_transport
@@ -671,7 +672,8 @@ class Runner:
         await self.writer.call(
             self.store.set_run_info,
             self.run_id,
-            {"orch": version_info().as_dict(), "fleet": view.to_dict(), **replay_info(self.req)},
+            {"orch": version_info().as_dict(), "fleet": view.to_dict(), **replay_info(self.req),
+             **suite_origin(self.registry, self.req.suite)},  # fmt: skip
         )
         return await self._drive(hosts, resume=False, runs=runs, failed=failed)
 
@@ -742,6 +744,7 @@ class Runner:
             raise UsageError(f"run {detail.id} already finished ({detail.status}): {why}; there is nothing to resume",
                              f"orch runs show {detail.id}")
         self.run_id = detail.id
+        require_suite(self.registry, detail.suite, detail.id, detail.info)  # before any host: exit 2, --suite-dir
         params = detail.params or {}
         self.req = RunRequest(
             suite=detail.suite,

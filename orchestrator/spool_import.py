@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.analysis.telemetry import mark as mark_telemetry
-from orchestrator.errors import UsageError
+from orchestrator.errors import SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
 from orchestrator.ingest import SpoolLines, done_record, host_verdict
 from orchestrator.inventory import Host, Inventory
@@ -97,7 +97,10 @@ def import_spool(
                          "import spools written by orch's agent (a run id is a UUID)")  # fmt: skip
     if not isinstance(suite, str):
         raise UsageError(f"{path}:1: the hello names no suite", "import a spool of a run that started its suite")
-    suite_def = get_suite(suite, registry)  # SuiteError for an unknown suite (a user suite needs --suite-dir)
+    try:
+        suite_def = get_suite(suite, registry)
+    except SuiteError as exc:  # a user suite is known only with --suite-dir: its hint says so
+        raise SuiteError(f"{path}:1: the hello names suite {suite!r}, unknown to orch here", exc.hint) from None
     existing = _existing_hosts(store, run_id)
     name = _host_name(path, host, existing)
     inv_host = next((h for h in inventory.hosts if h.name == name), None) if inventory is not None else None

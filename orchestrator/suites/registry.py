@@ -353,7 +353,8 @@ class Registry:
         except KeyError:
             raise SuiteError(
                 f"unknown suite {name!r}",
-                f"known suites: {', '.join(self.names())}; `orch suites list` describes them",
+                f"known suites: {', '.join(self.names())}; `orch suites list` describes them; a suite of your "
+                "own file needs its directory: --suite-dir DIR (or ORCH_SUITE_DIR)",
             ) from None
 
 

@@ -95,6 +95,19 @@ def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, li
     before = store.get_run(run_id)
     assert before.status == "running" and 1 <= before.results < 6, before
 
+    # without --suite-dir the user suite is unknown: exit 2 before any host is touched, naming the suite file
+    res = orch("run", "--resume", run_id, "--timeout", str(scaled(30)), timeout=scaled(120))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"error: run {run_id} is of suite 'slow-steps', which is not known without its suite file" in res.stderr
+    assert (
+        f"hint: the run was started from {(suites / 'slow.yaml').resolve()}: pass --suite-dir {suites.resolve()} "
+        "(or set ORCH_SUITE_DIR); suites known now: "
+    ) in res.stderr, res.stderr
+    after = store.get_run(run_id)
+    assert (after.status, [(h.host, h.status) for h in after.host_runs]) == (
+        "running", [(h.host, h.status) for h in before.host_runs]
+    )
+
     doc = orch.json("run", "--resume", run_id, "--suite-dir", str(suites), "--timeout", str(scaled(30)),
                     timeout=scaled(240))  # fmt: skip
     assert doc["run_id"] == run_id and doc["status"] == "completed", doc
@@ -107,4 +120,9 @@ def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, li
     assert hr is not None and (hr.status, hr.results, hr.errors, hr.last_seq) == ("completed", 6, 0, len(lines) - 1)
     assert (detail.status, detail.results) == ("completed", 6)
     assert sorted(r.case["step"] for r in store.results(run_id, limit=100).items) == [1, 2, 3, 4, 5, 6]
+    # importing the spool needs the suite too: exit 2 naming the spool and --suite-dir
+    res = orch("runs", "import", str(events), "--host", "gpu-a", timeout=scaled(120))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"error: {events}:1: the hello names suite 'slow-steps', unknown to orch here" in res.stderr
+    assert "--suite-dir DIR (or ORCH_SUITE_DIR)" in res.stderr and "Traceback" not in res.stderr
     store.close()

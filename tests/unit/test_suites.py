@@ -47,7 +47,8 @@ def test_unknown_suite_names_the_known_ones() -> None:
         get_suite("moe")
     assert exc.value.hint == (
         "known suites: allreduce, decode, hbm-bandwidth, moe-sweep, moe-sweep-ep, noop, overheads; "
-        "`orch suites list` describes them"
+        "`orch suites list` describes them; a suite of your own file needs its directory: --suite-dir DIR "
+        "(or ORCH_SUITE_DIR)"
     )
     assert exc.value.exit_code == 2
 
