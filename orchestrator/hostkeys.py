@@ -972,10 +972,7 @@ def judge(
         return verdict(
             "changed",
             detail + suffix,
-            f"do not remove the old key until the fingerprint {fp} is confirmed with the host's "
-            "administrator out of band (a changed key can mean a man-in-the-middle attack); "
-            "if it is the host's new key: "
-            f'ssh-keygen -f "{offending.file}" -R "{name}" and then {trust_cmd}',
+            changed_key_hint(fp, trust_cmd, offending.file, name, known.primary_file),
         )
 
     # Step 4: nothing for [host]:port -> OpenSSH's quiet port-less retry, which only accepts a match.
@@ -1006,6 +1003,21 @@ def judge(
         f"{detail}; {name} offered the {offered.key_type} key {fp}" + suffix,
         f"confirm the fingerprint {fp} with the host's administrator, then: {trust_cmd}",
     )
+
+
+def changed_key_hint(fp: str, trust_cmd: str, file: str, name: str, user_file: str | None) -> str:
+    """The one fix text for a changed host key — doctor's hint, ``orch hosts trust``'s refusal, README's Host
+    keys section: confirm out of band first (never auto-accepted), then ``orch hosts trust HOST --replace``,
+    which removes the old entries as ``ssh-keygen -R`` does (keeping ``known_hosts.old``) and records the new
+    key once its fingerprint is typed. When the old key sits in a file orch does not write (a global
+    known_hosts, or a second UserKnownHostsFile), that file's ``ssh-keygen -f FILE -R NAME`` comes first."""
+    first = (
+        f"do not trust the new key until its fingerprint {fp} is confirmed with the host's administrator out of "
+        "band (a changed key can mean a man-in-the-middle attack); if it is the host's new key: "
+    )
+    if user_file is None or file == user_file:
+        return first + f"{trust_cmd} --replace (removes the old entries as ssh-keygen -R does, keeping known_hosts.old)"
+    return first + f'ssh-keygen -f "{file}" -R "{name}" (a file orch does not write), then {trust_cmd}'
 
 
 def check_ip(

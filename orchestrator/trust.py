@@ -92,6 +92,18 @@ class TrustResult:
     file: Path
 
 
+def refuse_changed(offer: Offer, replace: bool) -> None:
+    """Raise HostKeyError for a changed key without ``--replace`` — before any fingerprint is asked for — with
+    the changed-key fix text doctor prints (``hostkeys.changed_key_hint``)."""
+    if offer.verdict.verdict == "changed" and not replace:
+        raise HostKeyError(
+            offer.host,
+            "changed",
+            f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key",
+            offer.verdict.hint,
+        )
+
+
 def record(offer: Offer, *, confirmed_fingerprint: str, replace: bool = False) -> TrustResult:
     """Write the offered key to the user's known_hosts once ``confirmed_fingerprint`` equals it.
 
@@ -111,13 +123,7 @@ def record(offer: Offer, *, confirmed_fingerprint: str, replace: bool = False) -
         return TrustResult(False, "", 0, None, offer.known_hosts_file)
     removed, backup = 0, None
     if v == "changed" or (replace and offer.verdict.known):
-        if not replace:
-            raise HostKeyError(
-                offer.host,
-                v,
-                f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key",
-                "if the host was reinstalled and you checked the new fingerprint on its console, rerun with --replace",
-            )
+        refuse_changed(offer, replace)
         res = hostkeys.remove_host(offer.known_hosts_file, offer.key_name, 0 if offer.host_key_alias else offer.port)
         removed, backup = res.removed_count, res.backup_path
     line = hostkeys.format_entry(

@@ -73,6 +73,7 @@ def trust_host(
     if offer.verdict.verdict in ("match", "cert-authority"):
         render.console().print(f"{host}: already trusted ({offer.verdict.verdict}); nothing to do.")
         return
+    trust.refuse_changed(offer, replace)  # before asking: a changed key without --replace is refused anyway
     confirmed = fingerprint
     if confirmed is None:
         confirmed = typer.prompt(

@@ -148,7 +148,15 @@ async def test_changed_key_needs_replace_which_keeps_a_backup(
 
     refused = _trust(client_home, inv, tmp_path, "tr-changed", "--fingerprint", _fp(h))
     assert refused.returncode == 1, refused.stdout + refused.stderr
-    assert "--replace" in refused.stdout + refused.stderr
+    flat = " ".join((refused.stdout + refused.stderr).split())
+    # the fix doctor prints, word for word (one text: doctor's hint, this refusal, README's Host keys)
+    hint = (await doctor_one("tr-changed", entry(h))).check("hostkey").data["hint"]
+    assert hint in flat and hint.endswith("orch hosts trust tr-changed --replace (removes the old entries as "
+                                          "ssh-keygen -R does, keeping known_hosts.old)")
+    # refused BEFORE asking for a fingerprint (it used to ask, then refuse): no prompt, stdin never read
+    asked = _trust(client_home, inv, tmp_path, "tr-changed")
+    assert asked.returncode == 1 and "Type the fingerprint" not in asked.stdout + asked.stderr
+    assert "CHANGED" in asked.stdout + asked.stderr and hint in " ".join((asked.stdout + asked.stderr).split())
     assert client_home.known_hosts.read_text() == old_text
     assert not (client_home.ssh_dir / "known_hosts.old").exists()
 
@@ -206,7 +214,8 @@ async def test_host_key_alias_trust_records_under_the_alias(
     h.reinstall()
     changed = (await doctor_one("tr-alias", {})).check("hostkey")
     assert changed.data["verdict"] == "changed"
-    assert f'ssh-keygen -f "{client_home.known_hosts}" -R "tr-alias-key"' in changed.data["hint"]
+    assert changed.data["hint"].endswith("orch hosts trust tr-alias --replace (removes the old entries as "
+                                         "ssh-keygen -R does, keeping known_hosts.old)")
     res = _trust(client_home, inv, tmp_path, "tr-alias", "--fingerprint", _fp(h), "--replace")
     assert res.returncode == 0, res.stdout + res.stderr
     assert client_home.known_hosts.read_text().splitlines() == ["tr-alias-key " + " ".join(h.pubkey_line().split()[:2])]

@@ -121,9 +121,9 @@ def test_a_changed_key_needs_replace(keys: dict[str, hk.OfferedKey], tmp_path: P
     assert str(exc.value) == (
         f"gpu-a: the host key CHANGED (now {keys['new'].fingerprint}); known_hosts holds a different key"
     )
-    assert exc.value.hint == (
-        "if the host was reinstalled and you checked the new fingerprint on its console, rerun with --replace"
-    )
+    assert exc.value.hint == offer.verdict.hint and exc.value.hint.endswith(
+        "orch hosts trust gpu-a --replace (removes the old entries as ssh-keygen -R does, keeping known_hosts.old)"
+    )  # the text doctor prints for the same verdict
     assert kh.read_text() == old + other
 
     res = record(offer, confirmed_fingerprint=keys["new"].fingerprint, replace=True)
