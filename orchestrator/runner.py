@@ -35,6 +35,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from orchestrator import parsepool
 from orchestrator.agentctl import (
     START_TIMEOUT_S,
     dead_worker_error,
@@ -69,7 +70,7 @@ from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.store_writer import IngestWriter
-from orchestrator.suites.command import command_result
+from orchestrator.suites.command import command_result, parse_inputs
 from orchestrator.suites.origin import require_suite, suite_origin
 from orchestrator.suites.registry import Registry, RunSpec, builtin_registry, get_suite, resolve
 from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
@@ -425,12 +426,15 @@ class _HostRun:
         self.secrets = secret_values(spec, command.public_env) if command is not None else ()
         return spec, summary
 
-    def enrich(self, ev: Event) -> Event:
+    async def enrich(self, ev: Event) -> Event:
         """Parse a command suite's output into metrics and references; add the roofline figures to a result (the
-        measured-roof % is computed by the store at query time)."""
+        measured-roof % is computed by the store at query time). The parse runs in a worker process bounded in
+        time and memory (parsepool.py): a parser that never ends makes its case an error, not the run a hang."""
         command = self.r.registry.get(self.r.req.suite).command
         if command is not None:
-            ev = scrub_event(command_result(command, ev, self.host.group), self.secrets)
+            inputs = parse_inputs(ev)
+            parsed = await parsepool.shared().parse_async(command, *inputs) if inputs is not None else None
+            ev = scrub_event(command_result(command, ev, self.host.group, parsed), self.secrets)
         return mark_telemetry(enrich_event(self.r.req.suite, ev, self.gpu))
 
     async def follow(self, from_seq: int, start: _Start | None = None) -> str:
@@ -514,7 +518,7 @@ class _HostRun:
                 await self._started(lines, start)
             async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
                 ev = await with_full_outputs(t, agent, self.host, self.r.run_id, spool.event(line))
-                await queue.put(self.enrich(ev))
+                await queue.put(await self.enrich(ev))
         except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)
             await queue.put(_StreamEnd(exc))
         else:

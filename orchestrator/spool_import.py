@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from orchestrator import parsepool
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
@@ -25,7 +26,7 @@ from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
 from orchestrator.store.repo import RUN_ID_RE, Store
-from orchestrator.suites.command import command_result
+from orchestrator.suites.command import command_result, parse_inputs
 from orchestrator.suites.registry import Registry, get_suite
 from orchestrator.suites.secrets import scrub_event, secret_values
 from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
@@ -128,7 +129,9 @@ def import_spool(
     def enrich(ev: Event) -> Event:
         if suite_def.command is not None:  # the case's secret env values stay in the host's spool (secrets.py)
             secrets = secret_values({"cases": [ev.case or {}]}, suite_def.command.public_env)
-            ev = scrub_event(command_result(suite_def.command, ev, host_obj.group), secrets)
+            inputs = parse_inputs(ev)  # parsed in a worker process, bounded in time and memory (parsepool.py)
+            parsed = parsepool.shared().parse(suite_def.command, *inputs) if inputs is not None else None
+            ev = scrub_event(command_result(suite_def.command, ev, host_obj.group, parsed), secrets)
         return mark_telemetry(enrich_event(suite, ev, gpu))  # as the runner stores it: throttled/shared flags
 
     last = store.last_seq(run_id, name)

@@ -56,7 +56,7 @@ class SlurmNode(_HostRun):
     ) -> None:
         await super()._read(t, [*argv, "--no-worker-check"], seq, queue, start)  # start: None (srun starts it)
 
-    def enrich(self, ev: Event) -> Event:
+    async def enrich(self, ev: Event) -> Event:
         if ev.type == "hello" and isinstance(ev.data.get("facts"), dict) and self._facts_task is None:
             # the node's facts come with its hello (the worker read them there): the GPU spec for the roofline
             # figures of the results that follow, and the stored facts of the host run
@@ -66,7 +66,7 @@ class SlurmNode(_HostRun):
             self._facts_task = asyncio.create_task(
                 self.r.writer.call(self.r.store.set_host_run_facts, self.r.run_id, self.host.name, summary)
             )
-        ev = super().enrich(ev)
+        ev = await super().enrich(ev)
         if self.span_nodes is None or ev.type != "result":
             return ev
         data = dict(ev.data)

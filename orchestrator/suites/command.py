@@ -38,6 +38,9 @@ OUTPUT_TOKEN = "{orch_output}"
 BUILTIN_PLACEHOLDERS = {"build": BUILD_TOKEN, "output": OUTPUT_TOKEN}
 CASE_COMMAND_KEYS = ("argv", "env", "timeout_s")
 STORED_OUTPUT_CHARS = 16 * 1024  # what is kept of the parsed output in a stored result: enough to debug a parser
+DEFAULT_PARSE_TIMEOUT_S = 30.0
+"""Seconds a parser may take on one case's output (suite key ``parse_timeout_s``; orchestrator/parsepool.py stops
+it there): a linear parse of a 100 MB JSON output takes ~1 s, a regex that backtracks catastrophically never ends."""
 DEFAULT_MAX_FAILED_REQUESTS = 0.01
 """Share of a serving benchmark's requests that may fail before its case is an error (1%; suite key
 ``max_failed_requests``): a run that lost more measured a different load than the one asked for."""
@@ -154,6 +157,8 @@ class CommandSuite:
     """``env`` names whose values are not secret (suites/secrets.py: every other value is redacted)."""
     spans_nodes: bool = False
     """On a Slurm group, one case runs across the whole allocation (``slurm/multinode.py``); elsewhere ignored."""
+    parse_timeout_s: float = DEFAULT_PARSE_TIMEOUT_S
+    """Seconds the parser may take on one case's outputs before the case is an error (orchestrator/parsepool.py)."""
 
     def cases(self, values: Mapping[str, Any]) -> list[dict[str, Any]]:
         """One case per grid point: the parameters, then ``argv``, ``env``, ``timeout_s``. Raises SuiteError
@@ -186,6 +191,7 @@ class CommandSuite:
             "metrics": [{"name": m.name, "path": m.path, "unit": m.unit} for m in self.metrics],
             "references": {g: {k: b.text for k, b in refs.items()} for g, refs in self.references.items()},
             "max_failed_requests": f"{self.max_failed_requests * 100:g}%",
+            "parse_timeout_s": self.parse_timeout_s,
         }
 
 
@@ -301,6 +307,11 @@ class ParsedCase:
     notes: list[str]
 
 
+ParseOutcome = ParsedCase | Exception
+"""What parsing one case's outputs gave: :func:`parse_case`'s answer, or the exception it ended with (a
+ParseError, or a parser's bug)."""
+
+
 def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, Any] | None = None) -> ParsedCase:
     """Parse each run's output of one case (see :func:`parse_outputs`). Raises ParseError (InvalidMeasurement
     when the tool says its measurement is not valid) naming the parser and the run; a request count that cannot
@@ -348,7 +359,27 @@ def _tail(text: str, n: int = STORED_OUTPUT_CHARS) -> str:
     return text[-n:]
 
 
-def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
+def parse_inputs(ev: Event) -> tuple[list[str], dict[str, Any]] | None:
+    """The outputs (one text per timed run) and the case parameters that :func:`command_result` parses for
+    ``ev``; None when it parses nothing (not a command suite's result, or its outputs stayed on the host)."""
+    case = ev.case
+    if ev.type != "result" or case is None or not any(k in case for k in CASE_COMMAND_KEYS):
+        return None
+    raw_info = ev.data.get("info")
+    info: Mapping[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+    outputs = info.get("outputs")
+    if outputs is None and info.get("outputs_complete") is False:
+        return None
+    params = {k: v for k, v in case.items() if k not in CASE_COMMAND_KEYS}
+    return _texts(outputs, info.get("output"), info.get("stdout")), params
+
+
+def _texts(outputs: Any, main: Any, stdout: Any) -> list[str]:
+    text = main if isinstance(main, str) else stdout if isinstance(stdout, str) else ""
+    return [o for o in outputs if isinstance(o, str)] if isinstance(outputs, list) and outputs else [text]
+
+
+def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutcome | None = None) -> Event:
     """Turn an agent event of a command suite into what is stored (orchestrator side of the ``command`` bench).
 
     - ``result``: the parsed metrics are added to the agent's ``wall_ms``; the references of ``group`` are
@@ -364,6 +395,8 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
       elements) is an ``error`` of ``kind: "invalid"`` naming the line; an output holding several runs' records
       (of which the last is used) adds a note to ``info.warnings``. A parser that fails in an unexpected way (a
       bug) turns this case into a ``parse`` error saying so; the host's other cases go on.
+      ``parsed``: the parse of :func:`parse_inputs`' texts made elsewhere (in a worker process bounded in time
+      and memory, orchestrator/parsepool.py), or the exception it ended with; None parses here, unbounded.
     - any event with a case: ``argv``/``env``/``timeout_s`` move from the case to ``info.command`` (results) or
       ``command`` (errors), so the stored case is the parameters alone.
     """
@@ -389,15 +422,18 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
     main = info.pop("output", None)
     stdout = info.pop("stdout", None)
     text = main if isinstance(main, str) else stdout if isinstance(stdout, str) else ""
-    texts = [o for o in outputs if isinstance(o, str)] if isinstance(outputs, list) and outputs else [text]
+    texts = _texts(outputs, main, stdout)
     info["command"] = argv
     info["parser"] = suite.parser
     info["output_tail"] = _tail(text)
     if isinstance(stdout, str) and main is not None:
         info["stdout_tail"] = _tail(stdout, 4096)
     try:
-        case_parsed = parse_case(suite, texts, data["case"])
-        parsed = case_parsed.metrics
+        if parsed is None:
+            parsed = parse_case(suite, texts, data["case"])
+        if isinstance(parsed, BaseException):
+            raise parsed
+        case_parsed = parsed
         failed, warning = judge_requests(case_parsed.counts, suite.max_failed_requests)
     except (ParseError, RequestsError) as exc:
         last = [ln for ln in text.strip().splitlines() if ln.strip()][-3:]
@@ -413,7 +449,7 @@ def command_result(suite: CommandSuite, ev: Event, group: str) -> Event:
                "bug in orch, please report it with the output kept in info.output_tail",
                "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
         return _judged_error(ev, err)
-    metrics = {**_agent_metrics(data), **parsed}
+    metrics = {**_agent_metrics(data), **case_parsed.metrics}
     if failed is not None:
         metrics["failed_requests"] = failed
     for note in [*case_parsed.notes, *([warning] if warning is not None else [])]:

@@ -23,6 +23,7 @@ A suite file::
     env: {HF_TOKEN: "hf_...", CUDA_VISIBLE_DEVICES: {value: "0", public: true}}   # placeholders allowed;
                                            # values are secrets (redacted outside the host) unless public
     max_failed_requests: 1%                # serving parsers: more failed requests make the case an error
+    parse_timeout_s: 30                    # the parser's time on one case's output; past it the case is an error
     spans_nodes: false                     # true: on a Slurm group one case runs across the whole allocation
                                            # (srun --nodes=N, e.g. nccl-tests between nodes), stored once
     parser: sglang-one-batch               # or {name: regex, pattern: 'tput: (?P<tput>[\\d.]+)'}
@@ -57,6 +58,7 @@ from orchestrator.parsers import PARSERS
 from orchestrator.suites.command import (
     BUILTIN_PLACEHOLDERS,
     CASE_COMMAND_KEYS,
+    DEFAULT_PARSE_TIMEOUT_S,
     Bound,
     CommandSuite,
     Grid,
@@ -81,13 +83,15 @@ from orchestrator.suites.registry import run_params as _run_params
 #: Longest a suite's command may run per case: one week. Longer is a typo (.inf, a value in ms), and a
 #: deadline that never comes would leave a hung command holding its GPUs for ever.
 MAX_TIMEOUT_S = 7 * 24 * 3600.0
+#: Longest a parser may take on one case's output: an hour. Past that no parse is linear, and the run waits on it.
+MAX_PARSE_TIMEOUT_S = 3600.0
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")  # the store's rule for metric and parameter names
 SUITE_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,63}$")
 RESERVED = frozenset({*RUN_PARAMS, *CASE_COMMAND_KEYS, *BUILTIN_PLACEHOLDERS})
 AGENT_METRICS = {"wall_ms": "ms"}  # what the agent's command bench itself measures
 TOP_KEYS = (
     "name, description, command, params, grid, sweep, timeout_s, repeat, warmup, env, parser, metrics, "
-    "references, presets, max_failed_requests, plot, spans_nodes"
+    "references, presets, max_failed_requests, parse_timeout_s, plot, spans_nodes"
 )
 _TYPES: dict[str, ParamType] = {"int": "int", "float": "float", "str": "str", "list": "int-list"}
 
@@ -158,6 +162,7 @@ class SuiteFile(BaseModel):
     references: dict[str, dict[str, str]] = Field(default_factory=dict)
     presets: dict[str, PresetSpec] = Field(default_factory=dict)
     max_failed_requests: str = "1%"
+    parse_timeout_s: float = Field(default=DEFAULT_PARSE_TIMEOUT_S, gt=0, le=MAX_PARSE_TIMEOUT_S)
     plot: list[str] | None = None
     spans_nodes: bool = False
 
@@ -321,6 +326,7 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
         scalars=tuple(p.name for p in params if p.type != "int-list"),
         max_failed_requests=float(m.group(1)) / 100,
         spans_nodes=spec.spans_nodes,
+        parse_timeout_s=spec.parse_timeout_s,
     )
     all_params = (*params, *_run_params(repeat=spec.repeat, warmup=spec.warmup))
     presets = tuple(Preset(n, p.description, _preset_values(spec, n, p, params, w)) for n, p in spec.presets.items())
