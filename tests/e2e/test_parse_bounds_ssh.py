@@ -57,7 +57,11 @@ def test_catastrophic_regex_is_one_case_error_and_the_run_ends(
     doc = json.loads(res.stdout)
     assert doc["status"] == "partial", (doc, res.stderr[-3000:])
     assert doc["hosts"][0]["results"] == 2 and doc["hosts"][0]["errors"] == 1, doc
-    rows = {r.case["case"]: r for r in Store.from_url(orch.db_url).results(doc["run_id"], limit=10).items}
+    store = Store.from_url(orch.db_url)
+    try:
+        rows = {r.case["case"]: r for r in store.results(doc["run_id"], limit=10).items}
+    finally:
+        store.close()
     assert rows[1].status == "ok" and rows[1].metrics["v"]["value"] == 121
     assert rows[3].status == "ok" and rows[3].metrics["v"]["value"] == 123
     assert rows[2].status == "error"
