@@ -143,13 +143,17 @@ class SmiTable:
     rows: list[dict[str, str | None]] = field(default_factory=list)
 
 
-def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTable:
+def parse_nvidia_smi(
+    text: str, fields: tuple[str, ...] | None = None, expect: tuple[str, ...] | None = None
+) -> SmiTable:
     """Parse ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]`` output; never raises.
 
     With ``fields`` None the header is the first line whose every column is a field name (``name, uuid,
     memory.total [MiB], ...``: lower case, dots, a ``[unit]``) and that names a GPU-identifying field (``name``,
     ``uuid``, ``index``, ``pci.bus_id``), so a first line such as ``failed, retrying`` is no header; otherwise the
-    text has no header and ``fields`` names the columns. A row is a line with as many columns as the header and at
+    text has no header and ``fields`` names the columns. With ``expect`` (the fields the query asked, first),
+    the header must name those fields first (aliases such as ``clocks.max.memory`` allowed): the output of
+    another query is not taken for this one. A row is a line with as many columns as the header and at
     least one value; every other non-empty line (before or after the header, a header repeated, a warning
     nvidia-smi printed on stdout, a cut row, ``,,,``) is kept in ``other_lines``. ``[N/A]`` and ``[Not
     Supported]`` become None. Quantities are converted (:func:`quantity`): memory to MiB (MiB/GiB/MB/GB), power
@@ -157,6 +161,7 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
     does not know becomes None and its line is kept in ``other_lines`` with the reason.
     """
     header: list[str] | None = [_ALIASES.get(f, f) for f in fields] if fields is not None else None
+    wanted = [_ALIASES.get(f, f) for f in expect or ()]
     units: list[str | None] = [None] * len(header) if header is not None else []
     gpus: list[GpuInfo] = []
     other: list[str] = []
@@ -167,7 +172,7 @@ def parse_nvidia_smi(text: str, fields: tuple[str, ...] | None = None) -> SmiTab
             continue
         cells = _csv_cells(line)
         if header is None:
-            if _is_header(cells):
+            if _is_header(cells) and (expect is None or [_norm_header(c) for c in cells[: len(expect)]] == wanted):
                 header = [_norm_header(c) for c in cells]
                 units = [_header_unit(c) for c in cells]
             else:
@@ -250,7 +255,9 @@ def read_nvidia_smi(facts: Any) -> SmiReading:
         return SmiReading(False, None, [], [], None)
     rc = smi.get("rc")
     rc = rc if isinstance(rc, int) and not isinstance(rc, bool) else None
-    table = parse_nvidia_smi(str(smi.get("stdout") or ""))
+    # sysinfo says which query ran ("fleet" or "base"): both start with NVIDIA_SMI_FIELDS
+    expect = NVIDIA_SMI_FIELDS if smi.get("query") in ("fleet", "base") else None
+    table = parse_nvidia_smi(str(smi.get("stdout") or ""), expect=expect)
     stderr = [ln.strip() for ln in str(smi.get("stderr") or "").splitlines() if ln.strip()]
     warnings = table.other_lines + stderr
     error = None

@@ -134,3 +134,19 @@ def test_the_agents_fallback_query_is_not_fooled_by_a_line_that_is_no_row() -> N
     assert not sysinfo._has_row(HEADER + "\n" + HEADER + "\n")
     assert sysinfo._has_row(EIGHT)
     assert sysinfo._has_row((SMI / "h200x4_unit_variants.csv").read_text())  # a quoted "143,771 MiB"
+
+
+def test_the_header_must_be_the_query_sysinfo_ran() -> None:
+    """sysinfo says which query ran (``fleet``/``base``, both starting with NVIDIA_SMI_FIELDS): a table of other
+    fields (here a telemetry-like query) is not read as this one's GPUs."""
+    other = "index, uuid, power.draw [W]\n0, GPU-1, 120.5 W\n"
+    facts = {"nvidia_smi": {"found": True, "rc": 0, "stdout": other, "stderr": "", "query": "fleet"}}
+    reading = read_nvidia_smi(facts)
+    assert reading.gpus == [] and reading.warnings == other.strip().splitlines()
+    fleet = (SMI / "h200x1_fleet.csv").read_text()
+    facts["nvidia_smi"]["stdout"] = fleet  # the real fleet query: clocks.max.memory for clocks.max.mem
+    assert [g.name for g in read_nvidia_smi(facts).gpus] == ["NVIDIA H200"]
+    facts["nvidia_smi"]["query"] = "base"
+    facts["nvidia_smi"]["stdout"] = EIGHT
+    assert len(read_nvidia_smi(facts).gpus) == 8
+    assert len(parse_nvidia_smi(other).gpus) == 1  # without a query named, any GPU table is read
