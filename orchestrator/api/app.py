@@ -118,7 +118,7 @@ async def _orch_error(_: Request, exc: Exception) -> JSONResponse:
         code = 404
     elif isinstance(exc, StoreError):
         # The driver's text names the database host, port and user: the server log gets it, the caller not.
-        _log.warning("database error: %s (%s)", exc.message, exc.hint)
+        _log.warning("%s (%s)", exc.message, exc.hint)  # the message names it: "database error: ..."
         return JSONResponse({"detail": STORE_UNAVAILABLE}, status_code=503)
     elif isinstance(exc, IncomparableError):
         code = 422

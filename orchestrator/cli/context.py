@@ -59,33 +59,41 @@ class AppContext:
         threading.Thread(target=open_it, name="orch-store-open", daemon=True).start()
         return fut
 
-    def _open_store(self, create: bool) -> Store:
+    def check_db_url(self, *, create: bool) -> bool:
+        """Check ``--db`` / ORCH_DB_URL without opening it: a URL SQLAlchemy parses, and with ``create=False``
+        a SQLite file that exists (``orch serve`` and the reading commands). Returns whether it is SQLite;
+        raises ConfigError (exit 2)."""
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError
 
         from orchestrator.errors import ConfigError
+        from orchestrator.store.urls import redact_url
+
+        url = self.settings.db_url
+        try:
+            parsed = make_url(url)
+        except (ArgumentError, ValueError):
+            raise ConfigError(
+                f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
+                "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch (percent-encode @ : / in a password)",
+            ) from None
+        is_sqlite = parsed.get_backend_name() == "sqlite"
+        path = parsed.database or ""
+        if is_sqlite and not create and path not in ("", ":memory:") and not Path(path).exists():
+            raise ConfigError(
+                f"no orch database at {Path(path).resolve()} ({redact_url(url)})",
+                "run orch from the directory that holds orch.db, or pass --db / set ORCH_DB_URL, "
+                "e.g. --db sqlite:////abs/path/orch.db",
+            )
+        return is_sqlite
+
+    def _open_store(self, create: bool) -> Store:
         from orchestrator.store import schema_head
         from orchestrator.store.repo import Store
-        from orchestrator.store.urls import redact_url
 
         if self._store is None:
             url = self.settings.db_url
-            try:
-                parsed = make_url(url)
-            except (ArgumentError, ValueError):
-                raise ConfigError(
-                    f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
-                    "e.g. sqlite:///./orch.db or postgresql+psycopg://user@host/orch "
-                    "(percent-encode @ : / in a password)",
-                ) from None
-            is_sqlite = parsed.get_backend_name() == "sqlite"
-            path = parsed.database or ""
-            if is_sqlite and not create and path not in ("", ":memory:") and not Path(path).exists():
-                raise ConfigError(
-                    f"no orch database at {Path(path).resolve()} ({redact_url(url)})",
-                    "run orch from the directory that holds orch.db, or pass --db / set ORCH_DB_URL, "
-                    "e.g. --db sqlite:////abs/path/orch.db",
-                )
+            is_sqlite = self.check_db_url(create=create)
             store = Store.from_url(url)
             try:
                 if schema_head.at_head(store.engine):

@@ -297,6 +297,7 @@ def test_serve_on_an_unreachable_database_answers_503_and_logs_without_the_passw
     assert (runs.status_code, runs.json()) == (503, {"detail": STORE_UNAVAILABLE})
     assert "orch results API on http://127.0.0.1:" in err  # the banner ...
     assert "/healthz: cannot read the database's schema revision" in err  # ... and the reason, in the log
+    assert "database error: " in err and "database error: database error" not in err  # said once
     _assert_no_secret(out + err + health.text + runs.text)
 
 
