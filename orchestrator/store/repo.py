@@ -404,9 +404,9 @@ class Store:
         if not batches:
             return []
         with self._write() as s:
-            hrs = self._host_runs(s, {(rid, host) for rid, host, _ in batches}, lock=True)
+            hrs = self._host_run_states(s, {(rid, host) for rid, host, _ in batches})
             rows: list[dict[str, Any]] = []
-            spans: list[tuple[HostRun, int, int]] = []  # a batch's host run and its rows' [start, end) in rows
+            spans: list[tuple[_IngestState, int, int]] = []  # a batch's host run and its rows' [start, end) in rows
             for run_id, host, events in batches:
                 hr = hrs[(run_id, host)]
                 start = len(rows)
@@ -429,6 +429,7 @@ class Store:
                     errors = sum(1 for r in rows[start:end] if r["status"] == "error")
                     hr.results += end - start - errors
                     hr.errors += errors
+                _update_host_runs(s, hrs.values())
                 return [end - start for _, start, end in spans]
             # the unique backstop dropped rows another writer had stored: recount each host run from the table
             before = {id(hr): (hr.results, hr.errors) for hr in hrs.values()}
@@ -441,6 +442,7 @@ class Store:
                     ).all()  # a list of rows: dict() would take a Result for a mapping (it has keys())
                 )
                 hr.results, hr.errors = counts.get("ok", 0), counts.get("error", 0)
+            _update_host_runs(s, hrs.values())
             out, seen = [], set()
             for hr, _, _ in spans:  # a host run's new rows go to its first batch of the call
                 old = before[id(hr)]
@@ -473,7 +475,9 @@ class Store:
         # sqlite3's executemany sums rowcount; skipped conflicts count 0
         return int(conn.exec_driver_sql(_SQLITE_INSERT_RESULTS, _sqlite_result_rows(rows)).rowcount)
 
-    def _apply(self, hr: HostRun, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str) -> None:
+    def _apply(
+        self, hr: HostRun | _IngestState, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str
+    ) -> None:
         d = ev.data
         if ev.type == "result":
             try:
@@ -938,23 +942,26 @@ class Store:
             raise NotFoundError(f"no run {run_id!r} in the store", "list runs with `orch runs list`")
         return run
 
-    def _host_runs(
-        self, s: Session, keys: set[tuple[str, str]], *, lock: bool = False
-    ) -> dict[tuple[str, str], HostRun]:
-        """The host runs of ``(run_id, host)`` keys, one SELECT per run; NotFoundError names one that is missing."""
+    def _host_run_states(self, s: Session, keys: set[tuple[str, str]]) -> dict[tuple[str, str], _IngestState]:
+        """What ingest reads and writes of the host runs of ``(run_id, host)`` keys, locked (FOR UPDATE on
+        PostgreSQL; SQLite's write transaction holds the database), by one Core SELECT per run and 900 hosts — no
+        ORM objects: loading and flushing them was ~60% of a many-host transaction. NotFoundError names a
+        missing one."""
         by_run: dict[str, list[str]] = defaultdict(list)
         for rid, host in sorted(keys):
             by_run[rid].append(host)
-        out: dict[tuple[str, str], HostRun] = {}
+        out: dict[tuple[str, str], _IngestState] = {}
+        cols = [HostRun.id, HostRun.run_id, HostRun.host, *(getattr(HostRun, f) for f in _IngestState.FIELDS)]
         for rid, hosts in by_run.items():
             for i in range(0, len(hosts), 900):  # SQLite before 3.32 caps bound parameters at 999
                 q = (
-                    select(HostRun)
+                    select(*cols)
                     .where(HostRun.run_id == rid, HostRun.host.in_(hosts[i : i + 900]))
                     .order_by(HostRun.host)  # rows locked in one order by every writer: no lock-order deadlock
+                    .with_for_update()
                 )
-                for hr in s.scalars(q.with_for_update() if lock else q):
-                    out[(rid, hr.host)] = hr
+                for row in s.connection().execute(q):  # the connection: no ORM loading of plain columns
+                    out[(rid, row.host)] = _IngestState(row)
         for rid, host in sorted(keys):
             if (rid, host) not in out:
                 raise NotFoundError(
@@ -1004,6 +1011,47 @@ class Store:
             for h, v in out.items()
             if v is not None
         }
+
+
+class _IngestState:
+    """A host run's columns that ingest reads and writes (``Store._apply``), loaded by Core; :func:`_update_host_runs`
+    writes back the ones that changed."""
+
+    FIELDS = ("last_seq", "results", "errors", "facts", "agent_version", "cases_total", "done_counts", "error", "log")
+
+    def __init__(self, row: Any) -> None:
+        self.id: int = row.id
+        self.run_id: str = row.run_id
+        self.host: str = row.host
+        self.last_seq: int = row.last_seq
+        self.results: int = row.results
+        self.errors: int = row.errors
+        self.facts: dict[str, Any] | None = row.facts
+        self.agent_version: str | None = row.agent_version
+        self.cases_total: int | None = row.cases_total
+        self.done_counts: dict[str, Any] | None = row.done_counts
+        self.error: str | None = row.error
+        self.log: str | None = row.log
+        self._loaded = {f: getattr(self, f) for f in self.FIELDS}
+
+    def changed(self) -> dict[str, Any]:
+        """The fields assigned a different value since loading (an assignment replaces the value, never mutates
+        it: ``_apply`` builds new texts and dicts), with their new values."""
+        return {f: v for f in self.FIELDS if (v := getattr(self, f)) is not self._loaded[f] and v != self._loaded[f]}
+
+
+def _update_host_runs(s: Session, states: Iterable[_IngestState]) -> None:
+    """Write back what changed: one executemany of ``UPDATE host_runs SET .. WHERE id = ?`` per set of changed
+    columns (usually one: last_seq, results, errors)."""
+    table: Table = HostRun.__table__  # type: ignore[assignment]
+    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+    for st in states:
+        changed = st.changed()
+        if changed:
+            groups[tuple(sorted(changed))].append({"b_id": st.id, **{f"b_{k}": v for k, v in changed.items()}})
+    for fields, params in groups.items():
+        stmt = update(table).where(table.c.id == bindparam("b_id")).values({f: bindparam(f"b_{f}") for f in fields})
+        s.connection().execute(stmt, params)
 
 
 def _result_row(

@@ -134,3 +134,34 @@ def test_postgres_rows_with_a_large_info_store_what_sqlalchemys_own_insert_would
         assert store.ingest(fast, "h1", events) == 0
         assert store.results(fast).total == len(events)
     store.close()
+
+
+def test_host_run_fields_written_back_per_host(store: Store) -> None:
+    """The host runs are read and written by Core: what each event sets lands on its own host run, and only there."""
+    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=["a", "b", "c"],
+                              started_by="me@box", started_on="box")  # fmt: skip
+    store.start_host_run(run_id, "b", facts={"gpu": "x"}, agent_version="v1", build_sha=None)
+    done = Event(seq=4, type="done", data={"status": "completed", "counts": {"lines": 4, "results": 1, "errors": 1}})
+    a_events = [
+        hello(0),
+        Event(seq=1, type="log", data={"level": "warn", "message": "clocks not locked"}),
+        Event(seq=2, type="error", data={"message": "nvidia-smi timed out"}),
+        result_event(3, 8, 1.5),
+        done,
+    ]
+    got = store.ingest_many([(run_id, "a", a_events), (run_id, "b", [hello(0), result_event(1, 1, 2.0)])])
+    assert got == [2, 1]
+    recs = {h: store.get_host_run(run_id, h) for h in ("a", "b", "c")}
+    a, b, c = recs["a"], recs["b"], recs["c"]
+    assert a is not None and b is not None and c is not None
+    assert a.facts == {"gpus": [{"name": "NVIDIA H200"}]} and a.cases_total == 4
+    assert a.log == "[warn] clocks not locked" and a.error == "[seq 2] nvidia-smi timed out"
+    assert a.done_counts == {"lines": 4, "results": 1, "errors": 1, "status": "completed", "position": 4}
+    assert (a.last_seq, a.results, a.errors) == (4, 1, 1)
+    assert b.facts == {"gpu": "x"} and b.cases_total == 4  # facts already known are kept; the total was unknown
+    assert (b.last_seq, b.results, b.errors, b.log, b.error, b.done_counts) == (1, 1, 0, None, None, None)
+    assert (c.last_seq, c.results, c.errors, c.facts, c.cases_total) == (-1, 0, 0, None, None)
+    # a second call appends to the texts of the first
+    store.ingest_many([(run_id, "a", [Event(seq=5, type="log", data={"message": "again"})])])
+    a2 = store.get_host_run(run_id, "a")
+    assert a2 is not None and a2.log == "[warn] clocks not locked\n[info] again" and a2.last_seq == 5
