@@ -24,6 +24,12 @@ in-place ones as ``time_us_inplace``, ``algbw_gbps_inplace``, ``busbw_gbps_inpla
 tables: ``max_error`` / ``max_error_inplace`` instead of ``wrong``); a case
 (one message size) takes the one record of its ``size_bytes`` (a case without that parameter: the output's only
 record), and any other count is a ParseError naming the sizes found.
+
+Values are checked where they can be wrong: a negative time or bandwidth, a size or count that is not a whole
+number from 0 to 2^63 (``MAX_SIZE``), a ``-J`` field of another shape — each a ParseError naming the line or
+the field. A case whose row counted wrong elements (``#wrong`` / ``nwrong`` > 0) or whose output's footer says
+``# Out of bounds values : N FAILED`` is an InvalidMeasurement (``select_case``): nccl-tests itself says the
+collective returned wrong data, so none of its figures is a measurement.
 """
 
 from __future__ import annotations
@@ -238,7 +244,7 @@ def parse_text(text: str) -> NcclReport:
             elif m := _RANK_RE.match(line):
                 devices[int(m.group(1))] = m.group(2)
             elif m := _AVG_RE.match(line):
-                avg = _num(m.group(1), "average bus bandwidth", no)
+                avg = _num(m.group(1), "average bus bandwidth", no, nonneg=True)
             elif m := _OOB_RE.match(line):
                 oob = _int(m.group(1), "out-of-bounds count", no, nonneg=True)
                 oob_failed, oob_line = oob > 0 or m.group(2).upper() == "FAILED", no

@@ -464,3 +464,10 @@ def test_a_generic_parser_keeps_a_negative_value() -> None:
     sd = parse_suite('name: s\ndescription: d\ncommand: ["x"]\nparser: json\nmetrics:\n  delta: {path: d, unit: ms}\n')
     assert sd.command is not None
     assert parse_case(sd.command, ['{"d": -2.5}']).metrics["delta"].value == -2.5
+
+
+def test_a_negative_average_bus_bandwidth_is_a_parse_error() -> None:
+    bad = GOOD_TXT.replace("# Avg bus bandwidth    : 142.975", "# Avg bus bandwidth    : -142.975")
+    assert bad != GOOD_TXT
+    with pytest.raises(ParseError, match=r"average bus bandwidth '-142.975' is negative"):
+        NCCL.parse(bad, None, {"size_bytes": MIB})
