@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from orchestrator import yamllines
 from orchestrator.errors import InventoryError, SelectionError
@@ -90,6 +90,23 @@ class HostVars(BaseModel):
         # pydantic reads true as 1; a port written as yes/true is a mistake, not port 1.
         if isinstance(v, bool):
             raise ValueError("port must be a whole number, not true/false")
+        return v
+
+    @field_validator("address", "user")
+    @classmethod
+    def _one_word(cls, v: str | None, info: ValidationInfo) -> str | None:
+        # OpenSSH reads HostName/User from one token: a space, tab or newline makes `ssh -G` fail on an ssh_config
+        # line that the user never wrote, and a leading '-' would read as an ssh option.
+        if v is None:
+            return v
+        if not v.strip():
+            raise ValueError("is empty")
+        bad = next((ch for ch in v if ch.isspace() or not ch.isprintable()), None)
+        if bad is not None:
+            what = "one host name or IP address" if info.field_name == "address" else "one login name"
+            raise ValueError(f"{v!r} contains {bad!r}: {what}, without spaces or line breaks")
+        if v.startswith("-"):
+            raise ValueError(f"{v!r} starts with '-', which ssh would read as an option")
         return v
 
     @field_validator("labels", mode="before")
@@ -261,6 +278,10 @@ def _fix_for(err: dict[str, Any]) -> str:
         return "connection must be 'ssh' or 'local'"
     if key == "port":
         return "port must be a whole number from 1 to 65535, e.g. port: 2222"
+    if key == "address":
+        return "write one host name or IP address, e.g. address: 10.0.0.10 (IPv6 without brackets: address: ::1)"
+    if key == "user":
+        return "write one login name, e.g. user: root"
     return "see the inventory shape in the README"
 
 

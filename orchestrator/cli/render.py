@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from orchestrator.analysis.compare import is_wide, relative_spread
 from orchestrator.errors import OrchError
+from orchestrator.netaddr import host_port
 from orchestrator.numfmt import number
 from orchestrator.store.compute import short_run_id
 from orchestrator.wording import counted
@@ -109,7 +110,7 @@ def doctor_table(report: Any) -> None:
     notes: list[str] = []
     for h in report.hosts:
         by_name = {c.name: c for c in h.checks}
-        row = [safe(h.host), safe(f"{h.address or '-'}:{h.port or '-'}" if h.port else (h.address or "local"))]
+        row = [safe(h.host), safe(host_port(h.address, h.port) if h.port else (h.address or "local"))]
         for name in columns:
             c = by_name.get(name)
             row.append(_STATUS_STYLE.get(c.status, c.status) if c else "")
@@ -287,7 +288,7 @@ def _command_suite_detail(doc: dict[str, Any]) -> None:
 
 def trust_offer(offer: Any) -> None:
     c = console()
-    c.print(f"[bold]{safe(offer.host)}[/bold] ({safe(offer.hostname)}:{offer.port}) offers a "
+    c.print(f"[bold]{safe(offer.host)}[/bold] ({safe(host_port(offer.hostname, offer.port))}) offers a "
             f"{safe(offer.key_type)} key")  # fmt: skip
     c.print(f"  fingerprint: [bold]{safe(offer.fingerprint)}[/bold]")
     c.print(f"  known_hosts verdict: {safe(offer.verdict.verdict)} — {safe(offer.verdict.detail)}")

@@ -58,6 +58,7 @@ from orchestrator.errors import (
     RemoteCommandError,
 )
 from orchestrator.inventory import Host
+from orchestrator.netaddr import host_port
 from orchestrator.transport.base import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
 from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
 from orchestrator.transport.sshconfig import (
@@ -414,7 +415,7 @@ async def _tcp(info: tuple[Any, ...], s: SshSettings, dl: Deadlines, trace: Conn
         sock.close()
         exc = e
     else:
-        trace.add("tcp", "ok", f"connected to {sockaddr[0]}:{s.port}", t0, address=sockaddr[0])
+        trace.add("tcp", "ok", f"connected to {host_port(sockaddr[0], s.port)}", t0, address=sockaddr[0])
         return sock
     kind = _tcp_error_kind(exc)
     msg = {
@@ -656,7 +657,7 @@ def _attach_hops(trace: ConnectTrace) -> None:
     shown = []
     for h in trace.hops:
         v = h["hostkey"] or {}
-        shown.append(f"{h['hop']} ({h['hostname']}:{h['port']}) {v.get('verdict', 'not reached')}")
+        shown.append(f"{h['hop']} ({host_port(h['hostname'], h['port'])}) {v.get('verdict', 'not reached')}")
     if hk.status != "fail" or not hk.detail.startswith("jump host"):
         hk.detail += "; via " + ", ".join(shown)
 
@@ -840,7 +841,7 @@ async def _login(
         trace.add(step, "fail", f"{exc}", t0, kind=kind)
         raise ConnectError(s.name, kind, f"cannot connect through {via or 'TCP'}: {exc}") from None
     except asyncssh.ChannelOpenError as exc:  # a jump host refused to open the tunnel
-        msg = f"the jump host could not open a connection to {s.hostname}:{s.port}: {exc.reason}"
+        msg = f"the jump host could not open a connection to {host_port(s.hostname, s.port)}: {exc.reason}"
         trace.add("tcp", "fail", msg, t0, kind="proxy")
         raise ConnectError(s.name, "proxy", msg, "check HostName/Port as the jump host sees them") from None
     except asyncssh.Error as exc:
@@ -921,7 +922,7 @@ def _auth_failed(
         "tried": list(client.tried),
         "skipped": notes,
     }
-    where = f"{s.user}@{s.hostname}:{s.port}"
+    where = f"{s.user}@{host_port(s.hostname, s.port)}"
     if too_many or "too many" in reason.lower():
         msg = f"too many authentication failures for {where}: the server disconnected after {tried}{skipped}"
         hint = (
@@ -983,11 +984,11 @@ async def fetch_offered_key(
         key = await asyncio.wait_for(asyncssh.get_server_host_key(s.hostname, s.port, **options), timeout_s)
     except (asyncio.TimeoutError, TimeoutError):
         raise ConnectError(
-            host.name, "timeout", f"no host key from {s.hostname}:{s.port} within {timeout_s:g} s"
+            host.name, "timeout", f"no host key from {host_port(s.hostname, s.port)} within {timeout_s:g} s"
         ) from None
     except (OSError, asyncssh.Error) as exc:
         raise ConnectError(
-            host.name, "handshake", f"cannot fetch the host key from {s.hostname}:{s.port}: {exc}"
+            host.name, "handshake", f"cannot fetch the host key from {host_port(s.hostname, s.port)}: {exc}"
         ) from None
     finally:
         await _close_all(reversed(chain))

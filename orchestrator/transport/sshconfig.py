@@ -44,6 +44,7 @@ from typing import Any
 from orchestrator import hostkeys
 from orchestrator.errors import ConfigError, ToolMissingError
 from orchestrator.inventory import Host
+from orchestrator.netaddr import host_port
 from orchestrator.transport import children
 
 SSH_CLIENT_HINT = (
@@ -95,7 +96,8 @@ class JumpHop:
     port: int | None = None
 
     def __str__(self) -> str:
-        return (f"{self.user}@" if self.user else "") + self.host + (f":{self.port}" if self.port else "")
+        where = host_port(self.host, self.port) if self.port else self.host
+        return (f"{self.user}@" if self.user else "") + where
 
 
 def parse_jump(value: str) -> list[JumpHop]:

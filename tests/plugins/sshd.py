@@ -33,7 +33,7 @@ _addr_counter = itertools.count(11)
 
 
 def free_port(address: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
+    with socket.socket(socket.AF_INET6 if ":" in address else socket.AF_INET) as s:
         s.bind((address, 0))
         return int(s.getsockname()[1])
 
@@ -79,7 +79,7 @@ class SshdHost:
 
     def write_config(self) -> None:
         lines = [
-            f"ListenAddress {self.address}:{self.port}",
+            f"ListenAddress {f'[{self.address}]' if ':' in self.address else self.address}:{self.port}",  # IPv6
             *(f"HostKey {p}" for p in self.host_keys.values()),
             *(f"HostCertificate {c}" for c in self.host_certs),
             f"PidFile {self.root / 'sshd.pid'}",

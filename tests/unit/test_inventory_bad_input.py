@@ -97,3 +97,43 @@ def test_allowed_host_names_pass() -> None:
     names = ["h1", "b300-0.example", "A_b", "0", "x" * 128]
     inv = parse_inventory(_hosts("".join(f"      {n}: {{connection: local}}\n" for n in names)))
     assert [h.name for h in inv.hosts] == names
+
+
+@pytest.mark.parametrize(
+    ("line", "bad"),
+    [
+        ('      h1: {address: "10.0.0.1 -oProxyCommand=x"}\n', "' '"),
+        ('      h1: {address: "a\\nb"}\n', "'\\n'"),
+        ('      h1: {address: "a\\tb"}\n', "'\\t'"),
+        ('      h1: {address: "b300-0", user: "ro ot"}\n', "' '"),
+    ],
+)
+def test_an_address_or_user_with_a_space_or_line_break_names_the_inventory_line(line: str, bad: str) -> None:
+    """It reached `ssh -G` and came back as 'fix the ssh_config line named above' — a line nobody wrote."""
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_hosts("      h0: {connection: local}\n" + line), "inv.yaml")
+    assert e.value.line == 5, e.value
+    assert f"contains {bad}" in e.value.message and "without spaces or line breaks" in e.value.message
+    assert "ssh_config" not in e.value.hint
+    field = "user" if "user" in line else "address"
+    assert e.value.message.startswith(f"inv.yaml:5: groups.a.hosts.h1.{field}: Value error, ")
+    assert e.value.hint.startswith("write one login name" if field == "user" else "write one host name or IP address")
+
+
+@pytest.mark.parametrize("value", ["-oProxyCommand=touch", '""', '"  "'])
+def test_an_address_ssh_would_read_as_an_option_or_empty_is_refused(value: str) -> None:
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_hosts(f"      h1: {{address: {value}}}\n"), "inv.yaml")
+    assert e.value.line == 4 and "address" in e.value.message
+
+
+def test_ipv6_and_names_pass_and_print_in_brackets() -> None:
+    from orchestrator.netaddr import host_port
+    from orchestrator.transport.sshconfig import JumpHop
+
+    inv = parse_inventory(_hosts("      h1: {address: '::1', port: 39517}\n      h2: {address: b300-0.example}\n"))
+    h1, h2 = inv.host("h1"), inv.host("h2")
+    assert (h1.address, h2.address) == ("::1", "b300-0.example")
+    assert host_port(h1.address, h1.port) == "[::1]:39517" and host_port("10.0.0.1", 22) == "10.0.0.1:22"
+    assert host_port("fe80::1%eth0", 22) == "[fe80::1%eth0]:22" and host_port(None, None) == "-:-"
+    assert str(JumpHop("::1", "u", 2222)) == "u@[::1]:2222" and str(JumpHop("bastion")) == "bastion"
