@@ -469,11 +469,13 @@ def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutc
 JUDGED_KEY = "agent_result"
 """``info`` key of an error row that orch made from the agent's ``result`` line (its parser or request counts
 judged the output): the agent counted it as a result, so the host's reconciliation (``ingest.reconcile``)
-counts it on the agent's results side — the line is stored, nothing is lost, the case failed."""
+counts it on the agent's results side — the line is stored, nothing is lost, the case failed. ``info.error_kind``
+keeps the event's kind (``parse``, ``invalid``, ``requests``) in the stored row, where the API and ``--json``
+show it."""
 
 
 def _judged_error(ev: Event, err: dict[str, Any]) -> Event:
-    err["info"] = {**err["info"], JUDGED_KEY: True}
+    err["info"] = {**err["info"], JUDGED_KEY: True, "error_kind": err["kind"]}
     if ev.case_index is not None:
         err["case_index"] = ev.case_index
     return Event(seq=ev.seq, type="error", ts=ev.ts, v=ev.v, data=err)

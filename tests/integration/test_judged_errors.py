@@ -57,7 +57,7 @@ def test_a_judged_case_leaves_the_host_partial(store: Store) -> None:
     assert (rec.results, rec.errors) == (2, 1)
     assert store.judged_errors(rid, "h1") == 1
     (row,) = [r for r in store.results(rid, limit=10).items if r.status == "error"]
-    assert row.info is not None and row.info["agent_result"] is True
+    assert row.info is not None and row.info["agent_result"] is True and row.info["error_kind"] == "invalid"
     assert "nccl-tests line 19 (size 1048576 B): #wrong is 12" in (row.error or "")
     v = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=1)
     assert (v.status, v.error) == ("partial", "1 case failed")

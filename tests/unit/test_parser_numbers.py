@@ -63,6 +63,7 @@ def test_a_row_with_wrong_elements_is_an_invalid_case_naming_the_line() -> None:
         "GPUs, the NCCL build and the network"
     )
     assert "metrics" not in ev.data  # busbw 96.73 GB/s is never stored
+    assert ev.data["info"]["error_kind"] == "invalid" and ev.data["info"]["agent_result"] is True
     assert ev.data["case"] == {"size_bytes": MIB, "gpus": 8, "binary": "x"}
 
 
