@@ -32,20 +32,30 @@ class MeasuredRoof:
     measured_at: datetime | None
 
 
-def above_roof_note(pct: float | None, metrics: Mapping[str, Any]) -> str | None:
+def cache_words(device: Any) -> str:
+    """Where a cache-resident working set lives: "the CPU's caches" for a result measured on the CPU (its info's
+    ``device``), else "the GPU's cache"."""
+    return "the CPU's caches" if device == "cpu" else "the GPU's cache"
+
+
+def above_roof_note(pct: float | None, metrics: Mapping[str, Any], device: Any = None) -> str | None:
     """Why a "% of roof" above 100 is not a kernel beating the memory: None at or below 100.
 
     Above 100 the bytes did not all come from HBM: a small layer's weights (``weight_bytes``, B) stay resident in
     the GPU's L2 cache between timed calls (tens of MB on H100/H200/B200), so the figure is cache bandwidth. (Also,
     ``gbps`` counts bytes read while the copy roof counts bytes read plus written, so a read-only stream can
-    exceed the copy roof by a few percent.)"""
+    exceed the copy roof by a few percent.) ``device``: the result's (info ``device``); on ``cpu`` the words are
+    the CPU's caches and DRAM."""
     if pct is None or not math.isfinite(pct) or pct <= 100.0:
         return None
+    from orchestrator.numfmt import number
+
     wb = metric_center(metrics.get("weight_bytes"))
-    size = f" ({wb / 1e6:.1f} MB of weights)" if wb else ""
+    size = f" ({number(wb / 1e6)} MB of weights)" if wb else ""
     return (
-        f"{pct:.0f}% of the copy roof: a cache-resident working set{size}: the weights stay in the GPU's cache "
-        "between calls, so this measures cache, not HBM, bandwidth"
+        f"{pct:.0f}% of the copy roof: a cache-resident working set{size}: the weights stay in "
+        f"{cache_words(device)} between calls, so this measures cache, not {'DRAM' if device == 'cpu' else 'HBM'}, "
+        "bandwidth"
     )
 
 

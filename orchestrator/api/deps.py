@@ -14,7 +14,8 @@ from pydantic import BaseModel, SecretStr, TypeAdapter
 
 from orchestrator.errors import SuiteError, UsageError
 from orchestrator.settings import Settings
-from orchestrator.store.repo import RUN_REF_FORMS, Store
+from orchestrator.store.compute import RUN_REF_FORMS
+from orchestrator.store.repo import Store
 
 if TYPE_CHECKING:
     from orchestrator.suites.registry import Registry

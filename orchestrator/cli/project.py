@@ -11,14 +11,17 @@ import typer
 from orchestrator.analysis.projection import ALLREDUCES_PER_LAYER, KERNELS_PER_LAYER
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
+from orchestrator.store.compute import RUN_REF_FORMS
 
 
 def project(
     ctx: typer.Context,
-    run: Annotated[str, typer.Option("--run", help="The moe-sweep run to project from (id or 8+ char prefix).")],
+    run: Annotated[str, typer.Option("--run", help=f"The moe-sweep run to project from: {RUN_REF_FORMS}.")],
     to: Annotated[str, typer.Option("--to", help="Target GPU: a catalog key (b300, rtx-pro-6000-server, h200...).")],
     overheads: Annotated[
-        str | None, typer.Option("--overheads", help="An overheads run of the source host: the per-step budget.")
+        str | None, typer.Option(
+            "--overheads", help=f"An overheads run of the source host, the per-step budget: {RUN_REF_FORMS}."
+        )
     ] = None,
     layers: Annotated[int, typer.Option(min=1, help="MoE layers per decode step; default 61 (Kimi-K2).")] = 61,
     roof: Annotated[
@@ -40,7 +43,9 @@ def project(
         str, typer.Option("--allreduce", help="All-reduce rows to use: graph (default) or eager.")
     ] = "graph",
     check: Annotated[
-        str | None, typer.Option("--check", help="A moe-sweep run on the target: predicted vs measured per M.")
+        str | None, typer.Option(
+            "--check", help=f"A moe-sweep run on the target, predicted vs measured per M: {RUN_REF_FORMS}."
+        )
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:

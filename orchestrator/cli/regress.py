@@ -12,6 +12,7 @@ import typer
 from orchestrator.cli import complete, render, render_regress
 from orchestrator.cli.context import app_context
 from orchestrator.cli.run import _parse_sets
+from orchestrator.store.compute import RUN_REF_FORMS
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 SuiteDirOpt = Annotated[
@@ -19,7 +20,7 @@ SuiteDirOpt = Annotated[
     typer.Option("--suite-dir", help="Directory of user suite files (*.yaml), repeatable; also ORCH_SUITE_DIR."),
 ]
 TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")]
-RUN_REF = "Run id: full, short (8 hex digits as listed), a unique prefix, latest or latest~N."
+RUN_REF = f"The run: {RUN_REF_FORMS}."
 
 
 def calibrate(

@@ -530,9 +530,13 @@ def percent_reasons(host: str, host_run: Any, rows: list[Any]) -> list[str]:
     above = [r for r in ok if getattr(r, "roof_note", None)]
     if above:
         cases = ", ".join(f"M={r.m}" if r.m is not None else _case_text(r.case, ("seed",)) for r in above)
+        from orchestrator.analysis.roof import cache_words
+
+        device = next(((r.info or {}).get("device") for r in above if isinstance(r.info, dict)), None)
         notes.append(
             f"% of roof above 100 (marked cache) at {cases}: a cache-resident working set — the layer's weights stay "
-            "in the GPU's cache between calls, so these measure cache, not HBM, bandwidth (docs/metrics.md)"
+            f"in {cache_words(device)} between calls, so these measure cache, not "
+            f"{'DRAM' if device == 'cpu' else 'HBM'}, bandwidth (docs/metrics.md)"
         )
     return notes
 

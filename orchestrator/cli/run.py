@@ -12,6 +12,7 @@ from orchestrator.cli import complete, fastexit, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.limits import ensure_open_files
+from orchestrator.store.compute import RUN_REF_FORMS
 
 DEFAULT_CONCURRENCY = 64  # hosts worked on at once by deploy and run (doctor's own default is alike)
 ShowAllOpt = Annotated[
@@ -50,7 +51,9 @@ def run(
     repeat: Annotated[int | None, typer.Option("--repeat", min=1, help="Timed samples per case (default 20).")] = None,
     label: Annotated[str | None, typer.Option("--label", help="Free text stored with the run.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
-    resume: Annotated[str | None, typer.Option("--resume", help="Reattach to RUN_ID and collect what is left.")] = None,
+    resume: Annotated[
+        str | None, typer.Option("--resume", help=f"Reattach to a run and collect what is left: {RUN_REF_FORMS}.")
+    ] = None,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s.")
     ] = 10.0,
@@ -180,7 +183,7 @@ def _progress(app: Any, names: list[str], *, enabled: bool, verbose: bool) -> An
 
 def cancel(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help="Run id: full, short (as listed), a unique prefix, or latest.")],
+    run_id: Annotated[str, typer.Argument(help=f"The run to stop: {RUN_REF_FORMS}.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
 ) -> None:
     """Stop a run's agents on every host and mark it cancelled (results so far are kept)."""

@@ -17,6 +17,7 @@ from orchestrator.cli import regress, render, runs_import, runs_plot
 from orchestrator.cli.context import app_context
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.rundoc import run_document
+from orchestrator.store.compute import RUN_REF_FORMS
 from orchestrator.store.records import RUN_STATUSES, RunFilter
 from orchestrator.wording import counted
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 app = typer.Typer(help="List, show and compare stored runs.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
-RUN_REF_HELP = "Run id: full, short (8 hex digits as listed), a unique prefix, latest or latest~N."
+RUN_REF_HELP = f"The run: {RUN_REF_FORMS}."
 _AGE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 _AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
@@ -199,7 +200,8 @@ def remove_runs(
                     "orch runs rm asks for confirmation, and stdin is not a terminal",
                     "pass --yes to delete without asking",
                 )
-            if not typer.confirm(f"Delete {counted(len(runs), 'run')} and their results?", default=False):
+            whose = "its" if len(runs) == 1 else "their"
+            if not typer.confirm(f"Delete {counted(len(runs), 'run')} and {whose} results?", default=False):
                 raise typer.Exit(1)
         for r in runs:
             store.delete_run(r.id)

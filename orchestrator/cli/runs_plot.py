@@ -10,8 +10,9 @@ import typer
 
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
+from orchestrator.store.compute import RUN_REF_FORMS
 
-RUN_REFS_HELP = "Runs to overlay: full ids, short ids (8 hex digits as listed), unique prefixes, latest or latest~N."
+RUN_REFS_HELP = f"Runs to overlay, each: {RUN_REF_FORMS}."
 
 
 def plot(

@@ -40,6 +40,12 @@ def uuid7() -> str:
 
 
 SHORT_ID_LEN = 8
+# the forms of a run reference, in the words every "invalid run id" message and every help text uses (CLI and
+# API alike); here, not in repo.py, so that the CLI's help needs no SQLAlchemy
+RUN_REF_FORMS = (
+    "its short id as `orch runs list` prints it (8 hex digits, e.g. f5563d1d) or the start of it (4+ digits), "
+    "the full id or a unique prefix of it, latest, or latest~N"
+)
 
 
 def short_run_id(run_id: str) -> str:

@@ -44,6 +44,7 @@ from orchestrator.errors import IncomparableError, NotFoundError, StoreError, Us
 from orchestrator.ingest import done_record
 from orchestrator.protocol import Event
 from orchestrator.store import compute, known
+from orchestrator.store.compute import RUN_REF_FORMS
 from orchestrator.store.models import (
     HOST_RUN_STATUSES,
     RUN_STATUSES,
@@ -99,11 +100,6 @@ def _dashed_suffix(digits: str) -> str:
     return out
 
 
-# the forms of a run reference, in the words every "invalid run id" message uses (CLI and API alike)
-RUN_REF_FORMS = (
-    "its short id as `orch runs list` prints it (8 hex digits, e.g. f5563d1d) or the start of it (4+ digits), "
-    "the full id or a unique prefix of it, latest, or latest~N"
-)
 RUN_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # case parameter -> indexed column (moe-sweep names the batch "M"; other suites "m")
 TYPED_AXES = {"m": "m", "M": "m", "concurrency": "concurrency", "size_bytes": "size_bytes"}
@@ -743,7 +739,7 @@ class Store:
                     info=r.info,
                     error=r.error,
                     pct_of_measured_roof=pct,
-                    roof_note=roof.above_roof_note(pct, metrics),
+                    roof_note=roof.above_roof_note(pct, metrics, (r.info or {}).get("device")),
                     roof_run_id=host_roof.run_id if host_roof and pct is not None else None,
                 )
             )

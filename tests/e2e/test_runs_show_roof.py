@@ -72,3 +72,23 @@ def test_above_the_roof_is_marked_cache_and_the_roof_run_is_named(db: tuple[str,
     doc = json.loads(_orch(url, "runs", "show", sweep, "--json")[1])
     by_m = {r["m"]: r for r in doc["results"]}
     assert by_m[1]["roof_note"] == results[1].roof_note and by_m[64]["roof_note"] is None
+
+
+@pytest.mark.parametrize(("device", "words"), [("cpu", "the CPU's caches"), ("cuda", "the GPU's cache")])
+def test_the_cache_note_names_the_device_that_measured(db: tuple[str, Store], device: str, words: str) -> None:
+    """On a CPU host the weights stay in the CPU's caches, not "the GPU's cache" (what the note said there)."""
+    url, store = db
+    sweep = _run(store, "moe-sweep", [
+        enrich_event("moe-sweep", Event(seq=0, type="result", data={
+            "case": {"M": 1, **TINY}, "metrics": {"time_ms": {"value": 0.01, "unit": "ms"}},
+            "info": {"device": device}}), None)
+    ])  # fmt: skip
+    _run(store, "hbm-bandwidth", [Event(seq=0, type="result", data={
+        "case": {"size_bytes": 1 << 28}, "metrics": {"gbps": {"value": 20.0, "unit": "GB/s"}}})])  # fmt: skip
+    (result,) = store.results(sweep).items
+    assert result.roof_note is not None and f"the weights stay in {words} between calls" in result.roof_note
+    code, text = _orch(url, "runs", "show", sweep)
+    flat = " ".join(text.split())
+    assert code == 0 and f"a cache-resident working set — the layer's weights stay in {words} between calls" in flat
+    other = "the GPU's cache" if device == "cpu" else "the CPU's caches"
+    assert other not in flat
