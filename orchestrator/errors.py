@@ -127,18 +127,28 @@ class AuthError(HostError):
 
 
 class RemoteCommandError(HostError):
+    """``exit_status`` None: the command was killed by ``signal`` (its name as sshd sends it: ``KILL``), or, with
+    no signal either, ended without any status (the session was cut; transports raise ConnectError for that)."""
+
     def __init__(
-        self, host: str, argv: list[str], exit_status: int | None, stderr: str, hint: str = ""
-    ) -> None:
+        self, host: str, argv: list[str], exit_status: int | None, stderr: str, hint: str = "",
+        signal: str | None = None,
+    ) -> None:  # fmt: skip
         tail = stderr.strip().splitlines()[-5:]
         shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
-        detail = f"`{shown}` exited with status {exit_status}"
+        if exit_status is not None:
+            detail = f"`{shown}` exited with status {exit_status}"
+        elif signal is not None:
+            detail = f"`{shown}` was killed by signal {signal}"
+        else:
+            detail = f"`{shown}` ended without an exit status (its session was cut)"
         if tail:
             detail += ": " + " | ".join(tail)
         super().__init__(host, detail, hint)
         self.argv = argv
         self.exit_status = exit_status
         self.stderr = stderr
+        self.signal = signal
 
 
 class CommandTimeout(HostError):

@@ -69,6 +69,7 @@ from orchestrator.fleet import check_fields as check_drift_fields
 from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
+from orchestrator.store.compute import short_run_id
 from orchestrator.store_writer import IngestWriter
 from orchestrator.suites.command import command_result, parse_inputs
 from orchestrator.suites.origin import require_suite, suite_origin
@@ -310,6 +311,10 @@ class _Start:
     wait_s: float
 
 
+class _Reattach(Exception):  # noqa: N818 - a signal to follow(), not an error
+    """A start sent again after a dropped connection found the run's worker alive: follow it instead."""
+
+
 @dataclass(frozen=True)
 class _StreamEnd:
     """The follow stream ended: cleanly (``error`` None) or with the error the transport raised."""
@@ -487,16 +492,23 @@ class _HostRun:
                 if exc.exit_status is not None:
                     raise
                 err: OrchError = exc
+            except _Reattach:
+                continue  # a start sent again after a drop found its worker running: follow it
             except (ConnectError, CommandTimeout) as exc:
-                if start is not None and not self.start_answered:
-                    raise  # as a separate start failed: whether the worker started is not known
+                if start is not None and not self.start_answered and isinstance(exc, CommandTimeout):
+                    raise  # the start did not answer in time: whether the worker started is not known
+                # A drop before the start's answer: reconnect and send the same start again. The agent's start is
+                # idempotent per run id and spec (one start at a time under a lock; a finished run is followed,
+                # a live worker answers already_running, which _started turns into following it).
                 err = exc
             await self.drop()
             if attempt >= len(RECONNECT_BACKOFF_S):
+                state = ("the run goes on there (its agent is detached)" if self.start_answered else
+                         "whether its run started there is not known")  # fmt: skip
                 raise HostError(
                     name,
-                    f"lost the connection and could not reattach: {err.message}",
-                    f"the run goes on on the host; collect it later with orch run --resume {self.r.run_id}",
+                    f"lost the connection and could not reattach: {err.message}; {state}",
+                    f"collect it later with: orch run --resume {short_run_id(self.r.run_id)}",
                 )
             delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
             attempt += 1
@@ -547,7 +559,14 @@ class _HostRun:
             async for _ in lines:
                 pass
         except RemoteCommandError as exc:
+            if exc.exit_status is None:
+                raise  # killed by a signal: the error names it
             status = exc.exit_status
+        if doc.get("code") == "already_running" and self.reconnects > 0:
+            # sent again after a drop: the worker the first start launched runs (same run id, same spec)
+            self.start_answered = True
+            self.r.observer.host_state(self.host.name, "started", "the first start launched it before the drop")
+            raise _Reattach()
         raise start_refused(self.host, start.argv, doc, status, wait_s=start.wait_s)
 
     def observe(self, ev: Event) -> str | None:
@@ -593,6 +612,15 @@ class _HostRun:
         if self.dep is None or not self.started:
             return
         await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s)
+
+
+def _dropped(exc: OrchError, hr: _HostRun, run_id: str) -> OrchError:
+    """``exc`` when it is not a dropped connection; else the host's error saying so, the state the host may be
+    in (nothing started there, or its detached agent may still run) and the exact command that goes on."""
+    if not isinstance(exc, ConnectError) or exc.kind != "closed":
+        return exc
+    state = "its agent was started and may still run there" if hr.started else "nothing was started there"
+    return HostError(hr.host.name, f"{exc.reason}; {state}", f"go on with: orch run --resume {short_run_id(run_id)}")
 
 
 def _public_env(registry: Registry, suite: str) -> frozenset[str]:
@@ -796,7 +824,8 @@ class Runner:
                 return HostOutcome(host.name, verdict.status, results, errors, verdict.error)
             try:
                 return await self._host(hr, resume=resume, started=st is not None and st.started)
-            except OrchError as exc:
+            except OrchError as failure:
+                exc = _dropped(failure, hr, self.run_id)
                 msg = exc.message.removeprefix(f"{host.name}: ")
                 await self.writer.call(self.store.finish_host_run, self.run_id, host.name, "failed", msg)
                 self.observer.host_state(host.name, "failed", msg)

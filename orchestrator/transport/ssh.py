@@ -43,7 +43,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import asyncssh
 
@@ -526,6 +526,8 @@ class SshTransport:
             raise ConnectError(self.host, "closed", f"connection lost while running {argv[0]}: {exc}") from None
         out = res.stdout if isinstance(res.stdout, str) else (res.stdout or b"").decode("utf-8", "replace")
         err = res.stderr if isinstance(res.stderr, str) else (res.stderr or b"").decode("utf-8", "replace")
+        if res.exit_status is None:
+            _no_status(self.host, argv, res.exit_signal, err)
         result = CommandResult(tuple(argv), res.exit_status, out, err, time.monotonic() - t0)
         if check and result.exit_status != 0:
             raise RemoteCommandError(self.host, list(argv), result.exit_status, err)
@@ -564,8 +566,8 @@ class SshTransport:
             except (asyncio.TimeoutError, TimeoutError, asyncssh.Error, OSError):
                 pass
             status = proc.exit_status
-            if status is None and self._conn.is_closed():
-                raise ConnectError(self.host, "closed", "connection lost while streaming")
+            if status is None:
+                _no_status(self.host, argv, proc.exit_signal, "")
             if status != 0:
                 err = await _read_all(proc.stderr)
                 raise RemoteCommandError(self.host, list(argv), status, err)
@@ -597,6 +599,16 @@ class SshTransport:
 
     async def close(self) -> None:
         await _close_all([self._conn, *reversed(self._tunnels)])
+
+
+def _no_status(host: str, argv: Sequence[str], exit_signal: Any, stderr: str) -> NoReturn:
+    """A channel closed without an exit status: the command was killed by a signal (sshd sent ``exit-signal``:
+    RemoteCommandError naming it), or the session or connection was cut before any status came (sshd's session
+    process killed, the network dropped): ConnectError ``closed``, which callers treat as a dropped connection."""
+    if exit_signal:
+        raise RemoteCommandError(host, list(argv), None, stderr, signal=str(exit_signal[0]))
+    shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+    raise ConnectError(host, "closed", f"the SSH session dropped while `{shown}` ran: no exit status came back")
 
 
 async def _close_all(conns: Iterable[asyncssh.SSHClientConnection]) -> None:

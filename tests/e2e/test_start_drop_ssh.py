@@ -1,0 +1,136 @@
+"""An SSH session dropped while ``agent.pyz start`` runs (over real sshd): its sshd process is SIGKILLed while the
+host's python holds the start (a wrapper named as the inventory's ``python:`` waits there until the test lets it
+go, with the spec already read). Before, the host failed with "`…/agent.pyz start` exited with status None: exit
+status None", no reconnect and no --resume hint, while the worker ran to completion on the host. Now orch
+reconnects and sends the same start again (idempotent per run id and spec on the host) and follows the worker;
+when the host cannot be reached again, the host's error says the connection dropped, that whether the run started
+is not known, and the exact ``orch run --resume SHORT_ID``, which then collects the run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.store.compute import short_run_id
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+from tests.plugins.sshd import kill_processes_under
+from tests.plugins.timing import scaled, wait_for
+
+pytestmark = [pytest.mark.sshd]
+
+WRAPPER = """\
+#!{real}
+# The host's python, holding `agent.pyz start` until {go} exists (its stdin, the spec, read first).
+import os, sys, time
+args = sys.argv[1:]
+if "start" in args[1:2] and not os.path.exists({go!r}):
+    spec = sys.stdin.buffer.read()
+    with open({mark!r}, "w") as f:
+        f.write(str(os.getpid()))
+    while not os.path.exists({go!r}):
+        time.sleep(0.05)
+    r, w = os.pipe()
+    os.write(w, spec)
+    os.close(w)
+    os.dup2(r, 0)
+os.execv({real!r}, [{real!r}, *args])
+"""
+
+CASES = ("--set", "M=1,2,4", "--repeat", "3")
+
+
+def _held(orch: Orch, tmp_path: Path) -> tuple[Path, Path]:
+    """Point the inventory's python at the wrapper; returns (marker, go) files."""
+    mark, go = tmp_path / "start-held", tmp_path / "start-go"
+    wrapper = tmp_path / "held-python"
+    wrapper.write_text(WRAPPER.format(real=sys.executable, go=str(go), mark=str(mark)))
+    wrapper.chmod(0o755)
+    inv = orch.inventory.read_text()
+    assert f"python: {sys.executable}" in inv, inv
+    orch.inventory.write_text(inv.replace(f"python: {sys.executable}", f"python: {wrapper}"))
+    return mark, go
+
+
+def _run(orch: Orch) -> subprocess.Popen[str]:
+    return orch.popen("run", "moe-sweep", "--hosts", "gpu-a", "--preset", "tiny", *CASES, "--json",
+                      "--timeout", str(scaled(30)))  # fmt: skip
+
+
+def test_session_dropped_during_start_reconnects_and_completes(
+    two_hosts: tuple[Orch, list[Any]], tmp_path: Path
+) -> None:
+    orch, hosts = two_hosts
+    mark, go = _held(orch, tmp_path)
+    proc = _run(orch)
+    try:
+        wait_for(lambda: mark.exists() or proc.poll() is not None, timeout_s=180, what="the start to be held")
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        hosts[0].kill_sessions()  # sshd's process of the session running `agent.pyz start` dies: the session drops
+        go.touch()
+        out, err = proc.communicate(timeout=scaled(300))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    assert "exit status None" not in err and "status None" not in out
+    doc = json.loads(out)
+    assert doc["status"] == "completed", doc
+    store = Store.from_url(orch.db_url)
+    try:
+        hr = store.get_run(doc["run_id"]).host_run("gpu-a")
+        assert hr is not None and hr.info["reconnects"] >= 1 and hr.status == "completed"
+        assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == [1, 2, 4]  # once each
+    finally:
+        store.close()
+
+
+def test_session_dropped_during_start_with_the_host_gone_names_the_resume(
+    two_hosts: tuple[Orch, list[Any]], tmp_path: Path
+) -> None:
+    orch, hosts = two_hosts
+    mark, go = _held(orch, tmp_path)
+    proc = _run(orch)
+    try:
+        wait_for(lambda: mark.exists() or proc.poll() is not None, timeout_s=180, what="the start to be held")
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        listener = hosts[0].proc
+        assert listener is not None
+        sessions = subprocess.run(["pgrep", "-P", str(listener.pid)], capture_output=True, text=True).stdout.split()
+        assert sessions, "no sshd session process under the listener"
+        hosts[0].stop()  # no sshd to come back to (its sessions outlive it) ...
+        for pid in sessions:  # ... then the session running the start dies
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        go.touch()  # the held start goes on: the worker runs to completion on the host, unseen
+        out, err = proc.communicate(timeout=scaled(300))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-3000:]
+    doc = json.loads(out)
+    (host,) = doc["hosts"]
+    short = short_run_id(doc["run_id"])
+    assert host["status"] == "failed", host
+    assert host["error"].startswith("lost the connection and could not reattach: "), host
+    assert host["error"].endswith("; whether its run started there is not known"), host
+    assert "status None" not in host["error"]
+    assert host["hint"] == f"collect it later with: orch run --resume {short}", host
+
+    hosts[0].start()
+    try:
+        again = orch.json("run", "--resume", short, timeout=scaled(300))
+    finally:
+        kill_processes_under(tmp_path)
+    assert again["status"] == "completed", again
+    assert again["hosts"][0]["results"] == 3
