@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -83,9 +84,9 @@ def test_is_trusted_ca_under_an_alias_has_no_port_less_retry(pubs: dict[str, str
 def test_path_expansion_edges(tmp_path: Path) -> None:
     home = tmp_path / "home"
     assert hk.default_known_hosts_files(home, ["~", "~alice/kh"], []) == [home, Path("~alice/kh")]
-    assert hk.default_known_hosts_files(home, ["${lower_case}/kh", "/x/${Mixed_9}"], [], environ={
-        "lower_case": "/lc", "Mixed_9": "m"
-    }) == [Path("/lc/kh"), Path("/x/m")]
+    assert hk.default_known_hosts_files(
+        home, ["${lower_case}/kh", "/x/${Mixed_9}"], [], environ={"lower_case": "/lc", "Mixed_9": "m"}
+    ) == [Path("/lc/kh"), Path("/x/m")]
     with pytest.raises(ConfigError) as exc:
         hk.default_known_hosts_files(home, ["/kh/100%"], [])
     assert (str(exc.value), exc.value.hint) == (
@@ -212,9 +213,7 @@ def test_port_0_is_no_port_like_22() -> None:
     assert hk.lookup_name("GPU-A.example", 1) == "[gpu-a.example]:1"
 
 
-def test_check_ip_refuses_a_name_match_when_the_address_holds_another_key(
-    pubs: dict[str, str], tmp_path: Path
-) -> None:
+def test_check_ip_refuses_a_name_match_when_the_address_holds_another_key(pubs: dict[str, str], tmp_path: Path) -> None:
     """CheckHostIP (sshconnect.c check_host_key): the unmarked entries for the address must not hold another key."""
     path = tmp_path / "known_hosts"
     path.write_text(
@@ -244,3 +243,99 @@ def test_check_ip_refuses_a_name_match_when_the_address_holds_another_key(
     assert hk.check_ip(kh, v, "127.0.0.8", 22, offered) is v  # a marked line is not a recorded key
     unknown = hk.judge(kh, "new.example", 22, offered, now=0)
     assert hk.check_ip(kh, unknown, "127.0.0.5", 22, offered) is unknown  # only a match is re-checked
+
+
+# -- the second mutation run (docs/testing.md): certificates' validity text, dropping a certificate, revocation of
+# -- other keys, entries consulted twice, and HostKeyAlias without the port-less retry in judge itself
+
+
+@pytest.fixture(scope="module")
+def signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory with an ed25519 host key ``host`` (comment ``host``) and a CA ``ca`` that signs copies of it."""
+    d = tmp_path_factory.mktemp("signed")
+    for name in ("host", "ca"):
+        keygen("-q", "-N", "", "-t", "ed25519", "-C", name, "-f", d / name)
+    return d
+
+
+def _sign(signed: Path, name: str, validity: str) -> tuple[hk.OfferedKey, str]:
+    """Sign a copy of ``host.pub`` as a host certificate valid ``validity`` (ssh-keygen -V, times in UTC); returns
+    the certificate and ``ssh-keygen -L``'s Valid: line (printed in the local zone: TZ=UTC here)."""
+    d = signed / name
+    d.mkdir()
+    shutil.copy(signed / "host.pub", d / "key.pub")
+    env = {**os.environ, "TZ": "UTC"}
+    subprocess.run(
+        [SSH_KEYGEN, "-q", "-s", signed / "ca", "-I", name, "-h", "-n", HOST, "-V", validity, d / "key.pub"],
+        check=True, env=env, capture_output=True, timeout=60,
+    )  # fmt: skip
+    listing = subprocess.run(
+        [SSH_KEYGEN, "-L", "-f", d / "key-cert.pub"], check=True, env=env, capture_output=True, text=True, timeout=60
+    ).stdout
+    valid = next(ln.strip() for ln in listing.splitlines() if ln.strip().startswith("Valid:"))
+    return hk.OfferedKey.from_line((d / "key-cert.pub").read_text()), valid
+
+
+@pytest.mark.parametrize(
+    ("validity", "keygen_says", "orch_says"),
+    [
+        ("always:forever", "Valid: forever", "forever"),
+        ("20300101:20300102", "Valid: from 2030-01-01T00:00:00 to 2030-01-02T00:00:00",
+         "from 2030-01-01T00:00:00Z to 2030-01-02T00:00:00Z"),
+        ("20300101:forever", "Valid: after 2030-01-01T00:00:00", "from 2030-01-01T00:00:00Z to forever"),
+        ("always:20300102", "Valid: before 2030-01-02T00:00:00", "from 1970-01-01T00:00:00Z to 2030-01-02T00:00:00Z"),
+    ],
+)  # fmt: skip
+def test_certificate_validity_text_is_utc_whatever_the_local_zone(
+    signed: Path, validity: str, keygen_says: str, orch_says: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, valid = _sign(signed, "v-" + validity.replace(":", "-"), validity)
+    assert valid == keygen_says  # the same bounds as OpenSSH reads them (it prints local time: TZ=UTC)
+    assert cert.cert is not None
+    monkeypatch.setenv(
+        "TZ", "JST-9"
+    )  # POSIX TZ, UTC+9 (no tzdata needed): a local-time rendering would shift every stamp
+    time.tzset()
+    try:
+        assert cert.cert.validity_text() == orch_says
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+def test_plain_of_a_certificate_is_the_key_of_its_pub_file(signed: Path) -> None:
+    """sshkey.c sshkey_drop_cert: the certificate without its certificate part is the plain key, comment kept."""
+    cert, _ = _sign(signed, "plain", "always:forever")
+    plain = hk.OfferedKey.from_line((signed / "host.pub").read_text())
+    assert cert.is_cert and cert.key_type == "ssh-ed25519-cert-v01@openssh.com"
+    assert cert.plain() == plain
+    assert (plain.key_type, plain.plain_type, plain.cert, plain.comment) == ("ssh-ed25519", "ssh-ed25519", None, "host")
+    assert plain.plain() == plain
+
+
+def test_a_revoked_line_of_another_key_does_not_revoke_this_one(pubs: dict[str, str], tmp_path: Path) -> None:
+    """hostfile.c check_key_not_revoked compares the key (and a certificate's CA) only: ``@revoked *`` of a
+    stolen key elsewhere leaves this host's recorded key a match (ssh-keygen -F lists both lines)."""
+    kh = _kh(tmp_path, f"@revoked * {pubs['other']}", f"{HOST} {pubs['host']}")
+    v = hk.judge(kh, HOST, 22, hk.OfferedKey.from_line(pubs["host"]), now=0)
+    assert v.verdict == "match", v.detail
+    assert [(k["line"], k["marker"]) for k in v.known] == [(1, "@revoked"), (2, None)]
+
+
+def test_an_entry_for_the_name_and_the_port_less_name_is_listed_once(pubs: dict[str, str], tmp_path: Path) -> None:
+    """A ``@cert-authority [host]:2222,host`` line is consulted under both names (OpenSSH's port-less retry);
+    the verdict lists it once."""
+    kh = _kh(tmp_path, f"@cert-authority [{HOST}]:2222,{HOST} {pubs['ca']}")
+    v = hk.judge(kh, HOST, 2222, hk.OfferedKey.from_line(pubs["host"]), now=0)
+    assert v.verdict == "unknown"
+    assert [(k["line"], k["marker"]) for k in v.known] == [(1, "@cert-authority")]
+
+
+def test_judge_under_an_alias_makes_no_port_less_retry(pubs: dict[str, str], tmp_path: Path) -> None:
+    """sshconnect.c makes the "checking without port identifier" retry only when HostKeyAlias is unset: the
+    host's key recorded under its plain name does not count for an alias on port 2222."""
+    kh = _kh(tmp_path, f"{HOST} {pubs['host']}")
+    key = hk.OfferedKey.from_line(pubs["host"])
+    assert hk.judge(kh, HOST, 2222, key, now=0).verdict == "match"  # without the alias: the port-less retry
+    v = hk.judge(kh, HOST, 2222, key, now=0, host_key_alias="gpu-key")
+    assert (v.verdict, v.name, v.known) == ("unknown", "gpu-key", [])
