@@ -258,7 +258,7 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d
 
 
-def _sign(signed: Path, name: str, validity: str) -> tuple[hk.OfferedKey, str]:
+def _sign(signed: Path, name: str, validity: str, principals: str = HOST) -> tuple[hk.OfferedKey, str]:
     """Sign a copy of ``host.pub`` as a host certificate valid ``validity`` (ssh-keygen -V, times in UTC); returns
     the certificate and ``ssh-keygen -L``'s Valid: line (printed in the local zone: TZ=UTC here)."""
     d = signed / name
@@ -266,7 +266,8 @@ def _sign(signed: Path, name: str, validity: str) -> tuple[hk.OfferedKey, str]:
     shutil.copy(signed / "host.pub", d / "key.pub")
     env = {**os.environ, "TZ": "UTC"}
     subprocess.run(
-        [SSH_KEYGEN, "-q", "-s", signed / "ca", "-I", name, "-h", "-n", HOST, "-V", validity, d / "key.pub"],
+        [SSH_KEYGEN, "-q", "-s", signed / "ca", "-I", name, "-h", *(["-n", principals] if principals else []),
+         "-V", validity, d / "key.pub"],
         check=True, env=env, capture_output=True, timeout=60,
     )  # fmt: skip
     listing = subprocess.run(
@@ -339,3 +340,59 @@ def test_judge_under_an_alias_makes_no_port_less_retry(pubs: dict[str, str], tmp
     assert hk.judge(kh, HOST, 2222, key, now=0).verdict == "match"  # without the alias: the port-less retry
     v = hk.judge(kh, HOST, 2222, key, now=0, host_key_alias="gpu-key")
     assert (v.verdict, v.name, v.known) == ("unknown", "gpu-key", [])
+
+
+def _pub(signed: Path, name: str) -> str:
+    return " ".join((signed / f"{name}.pub").read_text().split()[:2])
+
+
+def test_a_revoked_key_says_what_to_do_exactly(pubs: dict[str, str], tmp_path: Path) -> None:
+    kh = _kh(tmp_path, f"@revoked {HOST} {pubs['host']}")
+    v = hk.judge(kh, HOST, 22, hk.OfferedKey.from_line(pubs["host"]), now=0)
+    assert v.verdict == "revoked"
+    assert v.hint == (
+        "do not connect: the key is revoked, which usually means its private key was stolen; "
+        "ask the host's administrator for new host keys"
+    )
+
+
+def test_a_certificate_revoked_under_the_port_less_name(signed: Path, tmp_path: Path) -> None:
+    """No @cert-authority for [host]:2222: OpenSSH retries the port-less name, where the CA is @revoked."""
+    cert, _ = _sign(signed, "pl-revoked", "always:forever")
+    kh = _kh(tmp_path, f"[{HOST}]:2222 {_pub(signed, 'host')}", f"@revoked {HOST} {_pub(signed, 'ca')}")
+    v = hk.judge(kh, HOST, 2222, cert, now=0)
+    assert v.verdict == "revoked"
+    assert v.detail == (
+        f"[{HOST}]:2222 offered the certificate's signing CA {hk.OfferedKey.from_line(_pub(signed, 'ca')).fingerprint}"
+        f", which is marked @revoked at {tmp_path / 'known_hosts'}:2 (port-less name {HOST})"
+    )
+    assert [k["line"] for k in v.known] == [1, 2]
+
+
+def test_a_certificate_judged_by_its_plain_key_lists_both_names_entries(
+    signed: Path, pubs: dict[str, str], tmp_path: Path
+) -> None:
+    """No @cert-authority under either name (the port-less retry consulted); the plain key is recorded under
+    [host]:2222: a match, and the entries consulted are those of both lookups."""
+    cert, _ = _sign(signed, "pl-plain", "always:forever")
+    kh = _kh(tmp_path, f"[{HOST}]:2222 {_pub(signed, 'host')}", f"{HOST} {pubs['other']}")
+    v = hk.judge(kh, HOST, 2222, cert, now=0)
+    assert v.verdict == "match", v.detail
+    assert [k["line"] for k in v.known] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("principals", "listed"), [(f"{HOST},10.0.0.5", f"{HOST}, 10.0.0.5"), ("", "(none)")], ids=["two", "none"]
+)
+def test_an_expired_certificate_names_its_principals(
+    signed: Path, tmp_path: Path, principals: str, listed: str
+) -> None:
+    cert, _ = _sign(signed, f"expired-{len(principals)}", "20200101:20200102", principals)
+    kh = _kh(tmp_path, f"@cert-authority * {_pub(signed, 'ca')}")
+    v = hk.judge(kh, HOST, 22, cert, now=1_700_000_000)
+    assert v.verdict == "cert-invalid"
+    assert (
+        f"but it is invalid: expired (key id 'expired-{len(principals)}', type host, principals {listed}, valid "
+        "from 2020-01-01T00:00:00Z to 2020-01-02T00:00:00Z, host name checked 'gpu-a.example'); its plain key is "
+        f"not on file (no known_hosts entry for {HOST})"
+    ) in v.detail, v.detail
