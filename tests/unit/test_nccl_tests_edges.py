@@ -309,3 +309,18 @@ def test_up_to_eight_sizes_are_listed_in_full(n: int, listed: str) -> None:
     with pytest.raises(ParseError) as exc:
         P.parse(BANNER + TITLES + rows, None, {})
     assert f"(sizes in the output: {listed});" in str(exc.value)
+
+
+def test_a_result_line_cut_short_is_an_error_naming_it() -> None:
+    """A binary killed mid-print leaves ``size count`` alone on the last line: an error, not a skipped line."""
+    assert _message(BANNER + TITLES + ROW + "16 4\n") == (
+        "nccl-tests line 4: 2 columns where the column titles on line 2 (size count type redop root time algbw "
+        "busbw #wrong time algbw busbw #wrong) name 13: '16 4'"
+    )
+
+
+def test_a_result_line_before_the_titles_says_what_to_print() -> None:
+    assert _message(ROW + TITLES) == (
+        "nccl-tests line 1: a result line before any column titles "
+        "('#  size  count  type  redop  root  time  algbw  busbw  #wrong ...'); print the whole table"
+    )
