@@ -204,14 +204,17 @@ def test_json_ranks_are_processes_times_threads_times_gpus() -> None:
     rep = parse_json(json.dumps(_doc(config=config)))
     assert rep.ranks == 4 and type(rep.ranks) is int
     assert rep.devices == ("NVIDIA H200", "7")
-    for broken in ({"nthreads": None}, {"ngpus": None}, {"devices": []}, {"devices": ["x"]}):
+    for broken in ({"nthreads": None}, {"ngpus": None}, {"devices": []}):
         cfg = {**config, **broken}
         assert parse_json(json.dumps(_doc(config=cfg))).ranks is None, broken
     no_devices = {k: v for k, v in config.items() if k != "devices"}
     assert parse_json(json.dumps(_doc(config=no_devices))).devices == ()
     no_name = {**config, "devices": [{k: v for k, v in dev.items() if k != "device_info"}]}
     assert parse_json(json.dumps(_doc(config=no_name))).devices == ("",)
-    assert parse_json(json.dumps(_doc(config="8 GPUs"))).ranks is None
+    assert _message(json.dumps(_doc(config="8 GPUs"))) == 'nccl-tests JSON: config must be an object, got "8 GPUs"'
+    assert _message(json.dumps(_doc(config={**config, "devices": ["x"]}))) == (
+        'nccl-tests JSON: config.devices must be a list of objects (one per process), got ["x"]'
+    )
 
 
 def test_json_root_of_a_broadcast_and_a_blank_root() -> None:
@@ -222,34 +225,42 @@ def test_json_root_of_a_broadcast_and_a_blank_root() -> None:
 
 
 def test_json_footer_values_that_are_not_numbers() -> None:
-    doc = _doc(out_of_bounds={"count": "0"})
-    assert parse_json(json.dumps(doc)).out_of_bounds is None
+    assert _message(json.dumps(_doc(out_of_bounds={"count": "0"}))) == (
+        'nccl-tests JSON: out_of_bounds.count must be a whole number from 0 to 2^63, got "0"'
+    )
     doc = _doc(average_bus_bandwidth={"bandwidth": "fast"})
     assert _message(json.dumps(doc)) == (
-        "nccl-tests JSON: average_bus_bandwidth.bandwidth must be a finite number, got 'fast'"
+        'nccl-tests JSON: average_bus_bandwidth.bandwidth must be a finite number, got "fast"'
     )
-    assert parse_json(json.dumps(_doc(average_bus_bandwidth=3.5, out_of_bounds=2))).avg_busbw_gbps is None
+    assert _message(json.dumps(_doc(average_bus_bandwidth=3.5))) == (
+        "nccl-tests JSON: average_bus_bandwidth must be an object, got 3.5"
+    )
+    assert _message(json.dumps(_doc(out_of_bounds=2))) == (
+        "nccl-tests JSON: out_of_bounds must be an object with a count, got 2"
+    )
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(results=[1]), "nccl-tests JSON: results[0] is not an object"),
+        (lambda d: d.update(results=[1]), "nccl-tests JSON: results[0] must be an object, got 1"),
         (lambda d: d["results"][1].pop("size"), "nccl-tests JSON: results[1] has no 'size'"),
         (lambda d: d["results"][1].pop("count"), "nccl-tests JSON: results[1] has no 'count'"),
-        (lambda d: d["results"][1].update(size="8"), "nccl-tests JSON: results[1] must be a finite number, got '8'"),
-        (lambda d: d["results"][1].update(count=True), "nccl-tests JSON: results[1] must be a finite number, got True"),
+        (lambda d: d["results"][1].update(size="8"),
+         'nccl-tests JSON: results[1].size must be a whole number from 0 to 2^63, got "8"'),
+        (lambda d: d["results"][1].update(count=True),
+         "nccl-tests JSON: results[1].count must be a whole number from 0 to 2^63, got true"),
         (lambda d: d["results"][1]["in_place"].pop("time"),
-         "nccl-tests JSON: results[1].in_place.time must be a finite number, got None"),
+         "nccl-tests JSON: results[1].in_place has no 'cpu_time'"),
         (lambda d: d["results"][1]["in_place"].pop("alg_bw"), "nccl-tests JSON: results[1].in_place has no 'alg_bw'"),
         (lambda d: d["results"][0]["out_of_place"].pop("bus_bw"),
          "nccl-tests JSON: results[0].out_of_place has no 'bus_bw'"),
         (lambda d: d["results"][0]["out_of_place"].update(alg_bw=float("inf")),
-         "nccl-tests JSON: results[0].out_of_place.alg_bw must be a finite number, got inf"),
+         "nccl-tests JSON: results[0].out_of_place.alg_bw must be a finite number, got Infinity"),
         (lambda d: d["results"][0]["out_of_place"].update(bus_bw="1"),
-         "nccl-tests JSON: results[0].out_of_place.bus_bw must be a finite number, got '1'"),
+         'nccl-tests JSON: results[0].out_of_place.bus_bw must be a finite number, got "1"'),
         (lambda d: d["results"][0]["in_place"].update(nwrong="0"),
-         "nccl-tests JSON: results[0].in_place.nwrong must be a finite number, got '0'"),
+         'nccl-tests JSON: results[0].in_place.nwrong must be a whole number from 0 to 2^63, got "0"'),
         (lambda d: d.update(results=[{"size": 8, "count": 2, "out_of_place": None, "in_place": None}]),
          "nccl-tests JSON: 'results' holds no measurement"),
         (lambda d: d.update(results={}), "nccl-tests JSON: expected an object with a 'results' list"),
