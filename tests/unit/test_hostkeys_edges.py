@@ -396,3 +396,48 @@ def test_an_expired_certificate_names_its_principals(
         "from 2020-01-01T00:00:00Z to 2020-01-02T00:00:00Z, host name checked 'gpu-a.example'); its plain key is "
         f"not on file (no known_hosts entry for {HOST})"
     ) in v.detail, v.detail
+
+
+def test_port_1_is_a_port_with_the_port_less_retry(pubs: dict[str, str], tmp_path: Path) -> None:
+    """Only 22 (and 0, no port) mean "no [host]:port form"; port 1 is looked up bracketed, then port-less."""
+    assert hk.lookup_name(HOST, 1) == f"[{HOST}]:1"
+    kh = _kh(tmp_path, f"{HOST} {pubs['host']}")
+    v = hk.judge(kh, HOST, 1, hk.OfferedKey.from_line(pubs["host"]), now=0)
+    assert (v.verdict, v.name) == ("match", f"[{HOST}]:1"), v.detail
+    assert "(OpenSSH's 'checking without port identifier' retry)" in v.detail
+
+
+def test_a_plain_key_revoked_under_the_port_less_name(pubs: dict[str, str], tmp_path: Path) -> None:
+    """Nothing unmarked for [host]:2222 (only a CA line): the port-less retry finds the key @revoked."""
+    kh = _kh(tmp_path, f"@cert-authority [{HOST}]:2222 {pubs['ca']}", f"@revoked {HOST} {pubs['host']}")
+    key = hk.OfferedKey.from_line(pubs["host"])
+    v = hk.judge(kh, HOST, 2222, key, now=0)
+    assert v.verdict == "revoked"
+    assert v.detail == (
+        f"[{HOST}]:2222 offered the ssh-ed25519 key {key.fingerprint}, which is marked @revoked at "
+        f"{tmp_path / 'known_hosts'}:2 (port-less name {HOST})"
+    )
+    assert [(k["line"], k["marker"]) for k in v.known] == [(1, "@cert-authority"), (2, "@revoked")]
+
+
+def test_a_key_known_only_with_other_types_lists_them_and_says_what_to_do(pubs: dict[str, str], tmp_path: Path) -> None:
+    """OpenSSH treats a host known only with other key types as CHANGED; the detail lists every recorded type
+    and the hint says how to replace the entry (ssh-keygen -R) once the fingerprint is confirmed."""
+    for t in ("ecdsa", "rsa"):
+        keygen("-q", "-N", "", "-t", t, "-C", t, "-f", tmp_path / t)
+    ecdsa, rsa = (" ".join((tmp_path / f"{t}.pub").read_text().split()[:2]) for t in ("ecdsa", "rsa"))
+    kh = _kh(tmp_path, f"{HOST} {ecdsa}", f"{HOST} {rsa}")
+    key = hk.OfferedKey.from_line(pubs["host"])
+    v = hk.judge(kh, HOST, 22, key, now=0, inventory_name="gpu-a")
+    f = tmp_path / "known_hosts"
+    assert v.verdict == "changed"
+    assert v.detail == (
+        f"{HOST} offered a ssh-ed25519 key {key.fingerprint}, but is known only with other key types "
+        f"(ecdsa-sha2-nistp256 at {f}:1, ssh-rsa at {f}:2); OpenSSH treats this as a changed host key "
+        "(REMOTE HOST IDENTIFICATION HAS CHANGED)"
+    )
+    assert v.hint == (
+        f"do not remove the old key until the fingerprint {key.fingerprint} is confirmed with the host's "
+        "administrator out of band (a changed key can mean a man-in-the-middle attack); if it is the host's new "
+        f'key: ssh-keygen -f "{f}" -R "{HOST}" and then orch hosts trust gpu-a'
+    )
