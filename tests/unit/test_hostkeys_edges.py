@@ -441,3 +441,21 @@ def test_a_key_known_only_with_other_types_lists_them_and_says_what_to_do(pubs: 
         "administrator out of band (a changed key can mean a man-in-the-middle attack); if it is the host's new "
         f'key: ssh-keygen -f "{f}" -R "{HOST}" and then orch hosts trust gpu-a'
     )
+
+
+def test_hashed_host_fields_are_read_as_hostfile_c_extract_salt_does(pubs: dict[str, str], tmp_path: Path) -> None:
+    """extract_salt takes the salt up to the FIRST '|' after ``|1|`` (memchr), requires that '|', and decodes it
+    strictly (b64_pton) to 20 bytes; a field it cannot read is a malformed line, one it can is kept."""
+    good = hk.hash_host(HOST, b"s" * 20)  # |1|salt|hash
+    salt_b64, hash_b64 = good[3:].split("|")
+    malformed = "malformed hashed host name (expected |1|base64(20-byte salt)|base64(hash))"
+    lines = [
+        f"{good} {pubs['host']}",  # 1: fine
+        f"{good}|trailer {pubs['other']}",  # 2: salt read up to the first '|': kept (matches no name)
+        f"|1|{salt_b64} {pubs['other']}",  # 3: no '|' after the salt
+        f"|1|{salt_b64[:5]}*{salt_b64[5:]}|{hash_b64} {pubs['other']}",  # 4: not base64 ('*' is not skipped)
+    ]
+    kh = _kh(tmp_path, *lines)
+    assert [(w.line, w.message) for w in kh.warnings] == [(3, malformed), (4, malformed)]
+    assert [e.line for e in kh.entries] == [1, 2]
+    assert [e.line for e in kh.for_name(HOST)] == [1]
