@@ -422,7 +422,7 @@ def test_a_plain_key_revoked_under_the_port_less_name(pubs: dict[str, str], tmp_
 
 def test_a_key_known_only_with_other_types_lists_them_and_says_what_to_do(pubs: dict[str, str], tmp_path: Path) -> None:
     """OpenSSH treats a host known only with other key types as CHANGED; the detail lists every recorded type
-    and the hint says how to replace the entry (ssh-keygen -R) once the fingerprint is confirmed."""
+    and the hint says how to replace the entries once the fingerprint is confirmed."""
     for t in ("ecdsa", "rsa"):
         keygen("-q", "-N", "", "-t", t, "-C", t, "-f", tmp_path / t)
     ecdsa, rsa = (" ".join((tmp_path / f"{t}.pub").read_text().split()[:2]) for t in ("ecdsa", "rsa"))
@@ -436,10 +436,11 @@ def test_a_key_known_only_with_other_types_lists_them_and_says_what_to_do(pubs: 
         f"(ecdsa-sha2-nistp256 at {f}:1, ssh-rsa at {f}:2); OpenSSH treats this as a changed host key "
         "(REMOTE HOST IDENTIFICATION HAS CHANGED)"
     )
-    assert v.hint == (
-        f"do not remove the old key until the fingerprint {key.fingerprint} is confirmed with the host's "
+    assert v.hint == (  # the one file is the user's: --replace removes the old entries (hostkeys.changed_key_hint)
+        f"do not trust the new key until its fingerprint {key.fingerprint} is confirmed with the host's "
         "administrator out of band (a changed key can mean a man-in-the-middle attack); if it is the host's new "
-        f'key: ssh-keygen -f "{f}" -R "{HOST}" and then orch hosts trust gpu-a'
+        "key: orch hosts trust gpu-a --replace (removes the old entries as ssh-keygen -R does, keeping "
+        "known_hosts.old)"
     )
 
 
