@@ -26,6 +26,13 @@ def _is_count(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
+CASE_INDEX_MAX = 2**31 - 1  # results.case_index is an INTEGER column: PostgreSQL's is 32-bit (SQLite's 64)
+
+
+def _is_case_index(x: Any) -> bool:
+    return _is_count(x) and x <= CASE_INDEX_MAX
+
+
 def _opt(data: Mapping[str, Any], key: str, ok: bool, want: str) -> str | None:
     return None if key not in data or data[key] is None or ok else f"{key} must be {want}, got {_show(data[key])}"
 
@@ -42,6 +49,8 @@ def field_problem(typ: str, data: Mapping[str, Any]) -> str | None:
     if typ in ("case_start", "result"):
         if not _is_count(case_index):
             return f"case_index must be a non-negative integer, got {_show(case_index)}"
+        if not _is_case_index(case_index):
+            return f"case_index must be at most {CASE_INDEX_MAX} (the store's column is 32-bit), got {case_index}"
         if not isinstance(data.get("case"), dict):
             return f"case must be an object of parameters, got {_show(data.get('case'))}"
     if typ == "result":
@@ -54,7 +63,7 @@ def field_problem(typ: str, data: Mapping[str, Any]) -> str | None:
         return _opt(data, "info", isinstance(data.get("info"), dict), "an object")
     if typ == "error":
         return (
-            _opt(data, "case_index", _is_count(case_index), "a non-negative integer")
+            _opt(data, "case_index", _is_case_index(case_index), f"a non-negative integer up to {CASE_INDEX_MAX}")
             or _opt(data, "case", isinstance(data.get("case"), dict), "an object of parameters")
             or (
                 None

@@ -127,6 +127,9 @@ def error_event(seq: int, message: str, **extra: Any) -> Event:
     return Event(seq=seq, type="error", data={"message": message, **extra})
 
 
+_LONG_DIGITS = re.compile(r"\d{20}")  # 2**64 has 20 digits: a shorter integer is one orjson reads exactly
+
+
 def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event:
     """Parse one agent line, found at position ``expected_seq + shift`` (0-based) of the spool, into an Event;
     never raises. ``shift``: blank lines before it in the spool (each one error row, ``ingest.SpoolLines``), so
@@ -156,7 +159,13 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
     try:
         doc = orjson.loads(text)  # the ingest hot path: orjson parses a result line ~3x faster than json
     except ValueError:  # orjson.JSONDecodeError is a ValueError (also for text that is not valid UTF-8)
-        return error_event(pos, f"malformed agent line {pos} (not JSON): {text[:200]!r}", kind="protocol")
+        try:  # what Python's json reads and orjson refuses (NaN, integers past 64 bits, lone surrogates) is
+            doc = json.loads(text)  # kept: the store gives each a stand-in it names (store/storable.py)
+        except ValueError:
+            return error_event(pos, f"malformed agent line {pos} (not JSON): {text[:200]!r}", kind="protocol")
+    else:
+        if _LONG_DIGITS.search(text):  # orjson reads an integer past 64 bits as a float, silently rounded
+            doc = json.loads(text)  # exact; the store keeps it as its decimal text and says so
     if not isinstance(doc, dict):
         return error_event(pos, f"malformed agent line {pos} (not an object)", kind="protocol")
     v = doc.pop("v", None)

@@ -59,6 +59,7 @@ from orchestrator.errors import (
     HostError,
     OrchError,
     RemoteCommandError,
+    StoreError,
     SuiteError,
     UsageError,
 )
@@ -452,6 +453,8 @@ class _HostRun:
         A reader task parses lines into a queue; this loop takes one event, drains whatever else is already
         queued, and ingests them in one store call: no added latency when lines are sparse, batches of up to
         ``INGEST_BATCH_MAX`` when they come faster than the store writes them."""
+        from orchestrator.store.refusals import ingest_keeping, refused_value  # SQLAlchemy: the store loaded it
+
         assert self.dep is not None
         name, w = self.host.name, self.r.writer
         next_seq = from_seq
@@ -472,7 +475,12 @@ class _HostRun:
                         batch, end = _drain(await queue.get(), queue)
                         if batch:
                             attempt = 0
-                            await self.r.ingest.write(self.r.run_id, name, batch)  # returns once committed
+                            try:
+                                await self.r.ingest.write(self.r.run_id, name, batch)  # returns once committed
+                            except StoreError as exc:  # a value refused: store line by line, never lose the host
+                                if not refused_value(exc):
+                                    raise
+                                await w.call(ingest_keeping, self.r.store, self.r.run_id, name, batch)
                             next_seq = batch[-1].seq + 1
                             for ev in batch:
                                 status = self.observe(ev)

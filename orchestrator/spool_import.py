@@ -12,24 +12,28 @@ The run is the one named by the spool's ``hello`` (its ``run_id``); it is create
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from orchestrator import parsepool
+from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
-from orchestrator.errors import SuiteError, UsageError
+from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
 from orchestrator.ingest import SpoolLines, done_record, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
+from orchestrator.store.refusals import ingest_keeping
 from orchestrator.store.repo import RUN_ID_RE, Store
 from orchestrator.suites.command import command_result, parse_inputs
-from orchestrator.suites.registry import Registry, get_suite
+from orchestrator.suites.registry import Registry, SuiteDef, get_suite
 from orchestrator.suites.secrets import scrub_event, secret_values
 from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
+from orchestrator.wording import counted
 
 
 @dataclass
@@ -103,21 +107,20 @@ def import_spool(
     except SuiteError as exc:  # a user suite is known only with --suite-dir: its hint says so
         raise SuiteError(f"{path}:1: the hello names suite {suite!r}, unknown to orch here", exc.hint) from None
     existing = _existing_hosts(store, run_id)
-    name = _host_name(path, host, existing)
+    name = _host_name(path, host, existing, run_id)
     inv_host = next((h for h in inventory.hosts if h.name == name), None) if inventory is not None else None
     host_obj = inv_host or Host(name=name, group=_stored_group(store, name))
     raw_facts = hello.data.get("facts")
     facts: dict[str, Any] = raw_facts if isinstance(raw_facts, dict) else {}
     summary = host_facts_summary(facts)
-    created = existing is None
+    created = False
+    if existing is None:
+        created = _create_run(store, path, run_id, suite, name)
+        existing = None if created else _existing_hosts(store, run_id)  # another import made it meanwhile
     if existing is not None:
         _check_run(store, path, run_id, suite, name, hello, summary)
-    if existing is None:
-        store.create_run(suite=suite, params={"imported_from": str(path)}, preset=None, label=None, hosts=[name],
-                         started_by="orch runs import", started_on=str(path), run_id=run_id)  # fmt: skip
-    elif name not in existing:
-        raise UsageError(f"run {run_id} has no host {name!r} (its hosts: {', '.join(existing)})",
-                         "name one of them with --host")  # fmt: skip
+        if name not in existing:  # another host of a run already stored: a run's spools come one by one
+            _add_host(store, run_id, name)
     if not {s.host: s for s in store.host_run_states(run_id)}[name].started:
         agent_version = hello.data.get("agent_version")
         store.start_host_run(run_id, name, facts=summary, build_sha=None,
@@ -125,6 +128,35 @@ def import_spool(
     torch = facts.get("torch")
     device = "cuda" if isinstance(torch, dict) and torch.get("cuda_available") else "cpu"
     gpu = gpu_spec_for(host_obj, summary, device)
+    try:
+        return _ingest(store, path, run_id, name, suite_def, host_obj, gpu, hello, lines, splitter, cap, created)
+    except UsageError:
+        raise  # refused before anything of this spool was stored (a conflicting spool): the run is as it was
+    except OrchError as exc:
+        _end_failed_import(store, path, run_id, name, exc)
+        raise
+
+
+def _end_failed_import(store: Store, path: Path, run_id: str, host: str, exc: OrchError) -> None:
+    """An import that stopped (the store refused a write, the file could not be read) leaves no run ``running``:
+    the host run of an imported run is ``failed`` with why and what is kept, and the run's status recomputed.
+    A live run's host (started by ``orch run``) is left to its runner."""
+    with contextlib.suppress(OrchError):  # the store may be what failed: the original error is what to show
+        detail = store.get_run(run_id)
+        rec = detail.host_run(host)
+        if detail.started_by != "orch runs import" or rec is None or rec.status not in ("pending", "running"):
+            return
+        kept = rec.results + rec.errors
+        why = (f"the import of {path} stopped: {exc.message}; kept what was stored ({counted(kept, 'row')}); "
+               f"rerun orch runs import {path} --host {host} to continue")  # fmt: skip
+        store.finish_host_run(run_id, host, "failed", why)
+        _run_status(store, run_id)
+
+
+def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDef, host_obj: Host,
+            gpu: GpuSpec | None, hello: Event, lines: Iterator[Line], splitter: LineSplitter, cap: int,
+            created: bool) -> ImportOutcome:  # fmt: skip
+    suite = suite_def.name
 
     def enrich(ev: Event) -> Event:
         if suite_def.command is not None:  # the case's secret env values stay in the host's spool (secrets.py)
@@ -159,12 +191,12 @@ def import_spool(
         batch.append(enrich(ev))
         new += 1
         if len(batch) >= INGEST_BATCH_MAX:
-            store.ingest(run_id, name, batch)
+            ingest_keeping(store, run_id, name, batch)
             batch = []
     if stored is not None:
         stored.refuse_if_conflicts()
     if batch:
-        store.ingest(run_id, name, batch)
+        ingest_keeping(store, run_id, name, batch)
     detail = store.get_run(run_id)
     rec = detail.host_run(name)
     assert rec is not None
@@ -201,9 +233,34 @@ def _existing_hosts(store: Store, run_id: str) -> list[str] | None:
         return None
 
 
-def _host_name(path: Path, host: str | None, existing: list[str] | None) -> str:
+def _create_run(store: Store, path: Path, run_id: str, suite: str, host: str) -> bool:
+    """Create the spool's run unless another writer (a concurrent import of a spool of the same run) just did:
+    insert-or-get, so concurrent imports into a new store give one run and no error. True when this call made it."""
+    try:
+        store.create_run(suite=suite, params={"imported_from": str(path)}, preset=None, label=None, hosts=[host],
+                         started_by="orch runs import", started_on=str(path), run_id=run_id)  # fmt: skip
+    except StoreError:  # a unique key taken meanwhile (runs.id, hosts.name): the run is there now, or this is real
+        if _existing_hosts(store, run_id) is None:
+            raise
+        return False
+    return True
+
+
+def _add_host(store: Store, run_id: str, host: str) -> None:
+    """Add ``host`` to the stored run (idempotent; a concurrent import adding the same host is no error)."""
+    try:
+        store.add_host_runs(run_id, [host])
+    except StoreError:
+        if host not in (_existing_hosts(store, run_id) or []):
+            raise
+
+
+def _host_name(path: Path, host: str | None, existing: list[str] | None, run_id: str) -> str:
     if host:
         return host
+    spool = path.resolve()
+    if spool.parent.parent.name == run_id and spool.parent.name:  # <orch_home>/runs/<run_id>/<host>/events.jsonl
+        return spool.parent.name
     if existing is not None and len(existing) == 1:
         return existing[0]
     raise UsageError(

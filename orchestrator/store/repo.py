@@ -35,7 +35,14 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError, SQLAlchemyError
+from sqlalchemy.exc import (
+    DataError,
+    IntegrityError,
+    InternalError,
+    OperationalError,
+    ProgrammingError,
+    SQLAlchemyError,
+)
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis import roof
@@ -73,6 +80,7 @@ from orchestrator.store.records import (
     SeriesPoint,
 )
 from orchestrator.store.session import compact_json, make_engine, read_session, write_session
+from orchestrator.store.storable import storable, storable_event
 
 LOG_MAX_CHARS = 64_000
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
@@ -183,6 +191,12 @@ class Store:
             raise err from exc
         except IntegrityError as exc:
             raise StoreError(f"database refused a write: {str(exc.orig).splitlines()[0]}") from exc
+        except (DataError, InternalError) as exc:  # a value the database cannot hold: not a connection problem
+            from orchestrator.store.migrate import translate
+
+            err = translate(exc, self.engine, "the database refused a value")
+            err.hint = "the database is reachable but refused a value of this write; report it with the run id"
+            raise err from exc
         except SQLAlchemyError as exc:
             from orchestrator.store.migrate import translate
 
@@ -306,6 +320,7 @@ class Store:
         self, run_id: str, host: str, *, facts: dict[str, Any], agent_version: str, build_sha: str | None
     ) -> None:
         now = _now()
+        facts = storable(facts, "facts")[0]  # what the host's tools print may hold NUL (PostgreSQL cannot)
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
             hr.status, hr.facts, hr.agent_version, hr.build_sha = "running", facts, agent_version, build_sha
@@ -315,6 +330,7 @@ class Store:
     def set_host_run_facts(self, run_id: str, host: str, facts: dict[str, Any]) -> None:
         """The host facts of a host run (and the host's latest), leaving its status alone: a Slurm node's facts
         arrive with its agent's hello line, after the host run was started."""
+        facts = storable(facts, "facts")[0]
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
             hr.facts = facts
@@ -474,6 +490,9 @@ class Store:
     def _apply(
         self, hr: HostRun | _IngestState, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str
     ) -> None:
+        ev, stand_ins = storable_event(ev)  # NUL, lone surrogates, NaN, >64-bit ints: stored alike on both engines
+        if stand_ins and ev.type not in ("result", "error"):  # a row keeps them in info.stored_as
+            hr.log = compute.append_bounded(hr.log, "[warn] orch stored " + "; ".join(stand_ins), LOG_MAX_CHARS)
         d = ev.data
         if ev.type == "result":
             try:

@@ -106,8 +106,9 @@ def test_bad_input_is_a_usage_error_naming_the_place(store: Store, tmp_path: Pat
     with pytest.raises(UsageError, match="which host wrote"):
         _import(store, _spool(tmp_path / "events.jsonl"), host=None)
     _import(store, tmp_path / "events.jsonl")
-    with pytest.raises(UsageError, match="has no host 'other'"):
-        _import(store, tmp_path / "events.jsonl", host="other")
+    assert _import(store, tmp_path / "events.jsonl", host="other").created_run is False  # a second host of the run
+    with pytest.raises(UsageError, match="which host wrote .* run has hosts node-7, other"):
+        _import(store, tmp_path / "events.jsonl", host=None)  # no longer the run's only host: say which
 
 
 def test_cli_exit_codes_and_json(tmp_path: Path, db_url: str) -> None:
