@@ -1,0 +1,93 @@
+"""A tester's reports on the path from a tool's output to the store, end to end over real SSH (sshd test bed) on
+SQLite and a real PostgreSQL: nothing lost, nothing misreported.
+
+- a NUL byte in a tool's output lost every result of the host on PostgreSQL ("unsupported Unicode escape
+  sequence", 0 of 3 stored, with the hint "check that the database is reachable");
+- a parse error of one case (orch turning the agent's result line into an error row) was reported as data the
+  store lost ("4 results on the host, 3 stored; 0 errors on the host, 1 stored"), the host failed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+from tests.plugins.sshd import SshdBed, SshdHost
+
+pytestmark = [pytest.mark.sshd]
+
+NUL_TOOL = "import sys\nsys.stdout.write('v: ' + sys.argv[1] + '\\n\\x00junk\\n')\n"
+OOPS_TOOL = "import sys\nn = sys.argv[1]\nprint('oops' if n == '3' else 'v: ' + n)\n"
+SUITE = """\
+name: NAME
+description: a tool printing its figure
+command: ["PYTHON", "SCRIPT", "{n}"]
+params:
+  n: {type: list, default: CASES, help: "the figure printed"}
+timeout_s: 60
+repeat: 1
+parser: {name: regex, pattern: 'v: (?P<v>\\d+)'}
+metrics:
+  v: {path: v, unit: "1"}
+"""
+
+
+@pytest.fixture
+def bed(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Orch, SshdHost]:
+    a = sshd_bed.add("gpu-a")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a]}))
+    store = Store.from_url(db_url)
+    store.upgrade()
+    store.close()
+    return Orch(inv, db_url, tmp_path), a
+
+
+def _suite(tmp_path: Path, name: str, tool: str, cases: list[int]) -> Path:
+    script = tmp_path / f"{name}.py"
+    script.write_text(tool)
+    suites = tmp_path / "suites"
+    suites.mkdir(exist_ok=True)
+    text = SUITE.replace("NAME", name).replace("PYTHON", sys.executable).replace("SCRIPT", str(script))
+    (suites / f"{name}.yaml").write_text(text.replace("CASES", json.dumps(cases)))
+    return suites
+
+
+def test_a_nul_in_a_tools_output_loses_nothing(bed: tuple[Orch, SshdHost], tmp_path: Path) -> None:
+    orch, _ = bed
+    suites = _suite(tmp_path, "nul", NUL_TOOL, [1, 2, 3])
+    res = orch("run", "nul", "--hosts", "ct200", "--suite-dir", str(suites), "--json", timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    assert [(h["host"], h["status"], h["results"], h["errors"]) for h in doc["hosts"]] == [
+        ("gpu-a", "completed", 3, 0)
+    ], doc
+    store = Store.from_url(orch.db_url)
+    try:
+        rows = store.results(doc["run_id"], limit=10).items
+        assert sorted(r.metrics["v"]["value"] for r in rows) == [1.0, 2.0, 3.0]
+        for r in rows:
+            assert r.info["output_tail"] == f"v: {r.case['n']}\n\u2400junk\n"
+            assert r.info["stored_as"] == [f"line {r.seq}.info.output_tail: 1 NUL (U+0000) stored as U+2400 (\u2400)"]
+    finally:
+        store.close()
+
+
+def test_a_parse_error_is_a_failed_case_not_data_the_store_lost(bed: tuple[Orch, SshdHost], tmp_path: Path) -> None:
+    orch, _ = bed
+    suites = _suite(tmp_path, "oops", OOPS_TOOL, [1, 2, 3, 4])
+    res = orch("run", "oops", "--hosts", "ct200", "--suite-dir", str(suites), "--json", timeout=300)
+    assert res.returncode == 1, res.stderr[-3000:]  # a partial run
+    doc = json.loads(res.stdout)
+    assert doc["status"] == "partial", doc
+    [h] = doc["hosts"]
+    assert (h["host"], h["status"], h["results"], h["errors"]) == ("gpu-a", "partial", 3, 1), h
+    assert h["error"] == "1 case failed", h  # nothing said to be lost: the store holds every line the agent wrote
+    text = orch("runs", "show", doc["run_id"])
+    assert "parser regex found no match" in text.stdout, text.stdout
+    assert "the store does not hold" not in text.stdout + text.stderr
