@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.errors import HostError, OrchError, RemoteCommandError
+from orchestrator.errors import HostError, OrchError, RemoteCommandError, exit_text
 from orchestrator.inventory import Host
 from orchestrator.protocol import Event
 from orchestrator.transport.base import Transport
@@ -76,7 +76,7 @@ def start_refused(host: Host, argv: list[str], doc: dict[str, Any], exit_status:
     if doc.get("code") == "write_failed":
         hint = "free space on the host or point its orch_home: at other storage"
         return HostError(host.name, str(doc.get("error")), hint)
-    why = str(doc.get("error") or f"no start answer (exit status {exit_status})")
+    why = str(doc.get("error") or f"no start answer ({exit_text(exit_status)})")
     return RemoteCommandError(host.name, argv[1:3], exit_status, why)
 
 

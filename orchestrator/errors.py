@@ -31,6 +31,7 @@ Third-party exceptions are translated at the boundary where they are raised (asy
 
 from __future__ import annotations
 
+import signal as _signal
 from typing import Any
 
 
@@ -126,6 +127,22 @@ class AuthError(HostError):
         self.kind = kind
 
 
+def exit_text(exit_status: int | None, signal: str | None = None) -> str:
+    """How a command ended, for messages: ``exit status 3``; ``killed by signal KILL`` for a signal (sshd's
+    ``exit-signal`` name, or a local child's negative returncode, ``-9``); ``no exit status (its session was cut)``
+    when neither came back. Never a raw ``None`` or ``-9``."""
+    if exit_status is not None and exit_status < 0 and signal is None:
+        try:
+            signal = _signal.Signals(-exit_status).name.removeprefix("SIG")
+        except ValueError:
+            signal = str(-exit_status)
+    if signal is not None:
+        return f"killed by signal {signal}"
+    if exit_status is None:
+        return "no exit status (its session was cut)"
+    return f"exit status {exit_status}"
+
+
 class RemoteCommandError(HostError):
     """``exit_status`` None: the command was killed by ``signal`` (its name as sshd sends it: ``KILL``), or, with
     no signal either, ended without any status (the session was cut; transports raise ConnectError for that)."""
@@ -136,10 +153,11 @@ class RemoteCommandError(HostError):
     ) -> None:  # fmt: skip
         tail = stderr.strip().splitlines()[-5:]
         shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
-        if exit_status is not None:
+        ended = exit_text(exit_status, signal)
+        if ended.startswith("exit status"):
             detail = f"`{shown}` exited with status {exit_status}"
-        elif signal is not None:
-            detail = f"`{shown}` was killed by signal {signal}"
+        elif ended.startswith("killed"):
+            detail = f"`{shown}` was {ended}"
         else:
             detail = f"`{shown}` ended without an exit status (its session was cut)"
         if tail:

@@ -136,7 +136,9 @@ def _torch_facts(timeout_s: float = TORCH_PROBE_TIMEOUT_S) -> dict:
         doc = None
     if not isinstance(doc, dict):
         tail = proc.stderr.decode("utf-8", "replace").strip()[-500:]
-        base["error"] = f"torch probe exited with status {proc.returncode}: {tail}"
+        how = (f"was killed by signal {-proc.returncode}" if proc.returncode < 0
+               else f"exited with status {proc.returncode}")  # fmt: skip
+        base["error"] = f"torch probe {how}: {tail}"
         return base
     base.update({k: doc.get(k, v) for k, v in base.items()})
     return base

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from orchestrator.doctor import Check, DoctorOptions, DoctorReport, HostReport, check_host, gpus_check, python_check
-from orchestrator.errors import OrchError
+from orchestrator.errors import OrchError, exit_text
 from orchestrator.inventory import Host, Inventory
 from orchestrator.slurm import jobs
 from orchestrator.slurm.config import SlurmGroup
@@ -136,7 +136,7 @@ async def _probe(job: SlurmJob, group: SlurmGroup, nodes: list[jobs.NodeInfo], r
         files = read.json_object().get("files") or {}
     except ValueError:
         files = {}
-    err = (res.stderr.strip().splitlines() or [f"exit status {res.exit_status}"])[-1]
+    err = (res.stderr.strip().splitlines() or [exit_text(res.exit_status)])[-1]
     for n in nodes:
         row = rows[n.name]
         text = files.get(n.name)

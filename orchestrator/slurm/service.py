@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.deploy import HostDeploy, deploy_host
-from orchestrator.errors import CommandTimeout, ConnectError, HostError, OrchError, UsageError
+from orchestrator.errors import CommandTimeout, ConnectError, HostError, OrchError, UsageError, exit_text
 from orchestrator.inventory import Host, Inventory
 from orchestrator.slurm import jobs
 from orchestrator.slurm.config import SlurmGroup
@@ -147,7 +147,7 @@ class SlurmJob:
         res = await t.run(argv, timeout_s=SLURM_TIMEOUT_S, check=False)
         if res.exit_status != 0:
             err = (res.stderr.strip() or res.stdout.strip()).splitlines()
-            tail = err[-1] if err else f"exit status {res.exit_status}"
+            tail = err[-1] if err else exit_text(res.exit_status)
             hint = (
                 f"install Slurm's client commands on {self.login.name} (or put them on its PATH)"
                 if res.exit_status == 127

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from orchestrator.errors import exit_text
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line
 
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
@@ -21,7 +22,9 @@ DEFAULT_COMMAND_TIMEOUT_S = 60.0
 
 @dataclass(frozen=True)
 class CommandResult:
-    """What a finished command left: exit status (None when killed by a signal), output text, wall time in s."""
+    """What a finished command left: exit status (the local transport's child killed by signal N: -N; the SSH
+    transport raises instead — RemoteCommandError naming the signal, ConnectError when no status came back at
+    all), output text, wall time in s. ``errors.exit_text`` words a status for messages."""
 
     argv: tuple[str, ...]
     exit_status: int | None
@@ -43,7 +46,7 @@ class CommandResult:
         if self.exit_status == 0 and isinstance(doc, dict) and doc and "error" not in doc:
             return doc
         why = doc.get("error") if isinstance(doc, dict) else None
-        raise ValueError(str(why or (self.stderr.strip().splitlines() or [f"exit status {self.exit_status}"])[-1]))
+        raise ValueError(str(why or (self.stderr.strip().splitlines() or [exit_text(self.exit_status)])[-1]))
 
 
 class Transport(Protocol):

@@ -51,6 +51,12 @@ def test_nonzero_exit_raises_with_stderr_tail() -> None:
         run_case(case, Context(repeat=1, warmup=0))
 
 
+def test_a_command_killed_by_a_signal_is_named() -> None:
+    case = _case("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
+    with pytest.raises(RuntimeError, match="was killed by signal KILL; stderr: "):
+        run_case(case, Context(repeat=1, warmup=0))
+
+
 def test_missing_executable_names_deploy() -> None:
     with pytest.raises(
         RuntimeError, match=r"cannot run /nonexistent/bin/engine: No such file or directory \(is the build"

@@ -121,6 +121,18 @@ def _run_once(argv: list[str], env: dict[str, str], cwd: str, timeout_s: float, 
     return proc.returncode
 
 
+def ended(code: int) -> str:
+    """How a process ended, for messages: ``exited with status 3``, or ``was killed by signal KILL`` for
+    Popen's negative returncode (never a raw ``-9``)."""
+    if code >= 0:
+        return f"exited with status {code}"
+    try:
+        name = signal.Signals(-code).name[3:]
+    except ValueError:
+        name = str(-code)
+    return f"was killed by signal {name}"
+
+
 def _subst(s: str, build: str, output: str) -> str:
     return s.replace(BUILD_TOKEN, build).replace(OUTPUT_TOKEN, output)
 
@@ -173,9 +185,9 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
                 wall_ms = (time.perf_counter() - t0) * 1000.0
                 if code != 0:
                     raise CommandFailed(
-                        "{} exited with status {}; stderr: {}".format(
+                        "{} {}; stderr: {}".format(
                             " ".join(run_argv[:3]),
-                            code,
+                            ended(code),
                             _tail(_read_tail(paths["stderr"], 1000), 1000).strip() or "(empty)",
                         )
                     )
