@@ -6,6 +6,7 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from functools import cache
 from typing import Any
 
@@ -21,12 +22,15 @@ from orchestrator.wording import counted
 
 
 def _width(stream: Any) -> int | None:
-    """A terminal's own width; when not a terminal (CI logs, pipes), ``$COLUMNS`` if set, else 160 (rich would wrap
-    at 80 columns, and tables read better wider)."""
+    """A terminal's own width; when not a terminal (CI logs, pipes), ``$COLUMNS`` if set, else a fixed
+    ``PIPE_WIDTH`` (rich would take 80; tables are laid out to fit 100 columns)."""
     if stream.isatty():
         return None
     columns = os.environ.get("COLUMNS", "")
-    return int(columns) if columns.isdigit() and int(columns) >= 40 else 160
+    return int(columns) if columns.isdigit() and int(columns) >= 40 else PIPE_WIDTH
+
+
+PIPE_WIDTH = 100
 
 
 @cache
@@ -419,7 +423,6 @@ def _plateau_text(p: Any) -> str:
 def run_detail(run: Any, results: list[Any]) -> None:
     """``orch runs show``: the run, its hosts, then one results table per host (moe-sweep: with the plateau and
     the compute-bound start, defined in a footnote)."""
-    from rich.table import Table
 
     from orchestrator.rundoc import host_plateau, host_status, result_warnings
 
@@ -440,21 +443,21 @@ def run_detail(run: Any, results: list[Any]) -> None:
     for r in results:
         by_host.setdefault(r.host, []).append(r)
     plateaus = {h.host: host_plateau(run.suite, by_host.get(h.host, [])) for h in run.host_runs}
-    hosts = Table(title="Hosts", title_justify="left")
-    for col in ("host", "status", "results", "errors", "warnings", "GPU", "agent", "roof GB/s", "plateau M", "error"):
-        hosts.add_column(col, overflow="fold")
+    cols = ("host", "status", "results", "errors", "warnings", "GPU", "agent", "roof GB/s", "plateau M", "error")
+    host_rows = []
     for h in run.host_runs:
         gpus = (h.facts or {}).get("gpus") or []
         gpu = gpus[0].get("name", "-") if gpus and isinstance(gpus[0], dict) else "-"
         p = plateaus.get(h.host)
         warned = sum(1 for r in by_host.get(h.host, []) if result_warnings(r))
-        hosts.add_row(
+        host_rows.append((
             safe(h.host), host_status(h.status, h.errors), str(h.results), str(h.errors),
             f"[yellow]{warned}[/yellow]" if warned else "0", safe(f"{gpu} x{len(gpus)}" if gpus else "-"),
             safe((h.agent_version or "-")[:12]), _fmt(h.measured_roof_gbps),
             _fmt(p.plateau_from_m if p else None), safe((h.error or "").splitlines()[-1] if h.error else ""),
-        )  # fmt: skip
-    c.print(hosts)
+        ))  # fmt: skip
+    keep = ("host", "status", "results", "errors")
+    c.print(_fitted_table("Hosts", cols, host_rows, keep=keep, wrap=("GPU", "error")))
     for host, rows in by_host.items():
         p = plateaus.get(host)
         title = safe(host) + (f" — {_plateau_text(p)}" if p is not None else "")
@@ -478,6 +481,24 @@ def run_detail(run: Any, results: list[Any]) -> None:
             for w in result_warnings(r):
                 c.print(f"[yellow]warning:[/yellow] {safe(host)} {safe(_case_text(r.case))}: {safe(w)}",
                         soft_wrap=True)  # fmt: skip
+
+
+def _fitted_table(
+    title: str, cols: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep: tuple[str, ...], wrap: tuple[str, ...]
+) -> Any:
+    """A table that fits a narrow terminal: columns whose every cell is empty or ``-`` are left out (except
+    ``keep``), and only the ``wrap`` columns (free text) fold; the others — ids, host names, statuses, counts —
+    are never broken inside a word."""
+    from rich.table import Table
+
+    shown = [i for i, col in enumerate(cols) if col in keep or any(row[i] not in ("", "-") for row in rows)]
+    t = Table(title=title, title_justify="left")
+    for i in shown:
+        folds = cols[i] in wrap
+        t.add_column(cols[i], overflow="fold", no_wrap=not folds, ratio=1 if folds else None)
+    for row in rows:
+        t.add_row(*(row[i] for i in shown))
+    return t
 
 
 def _items_table(title: str, rows: list[Any]) -> Any:
