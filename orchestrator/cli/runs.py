@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 app = typer.Typer(help="List, show and compare stored runs.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RUN_REF_HELP = f"The run: {RUN_REF_FORMS}."
-_AGE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+_AGE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.ASCII)  # ASCII digits: \d also takes other scripts'
 _AGE_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 
 

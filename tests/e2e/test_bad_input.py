@@ -39,6 +39,13 @@ def _usage(res: object, *expected: str) -> None:
         (("run", "noop", "--hosts", "l\udcff"), "--hosts 'l\\xff'"),
         (("runs", "list", "--since", "99999999d"), "--since '99999999d' reaches back before the year 1"),
         (("runs", "list", "--since", "1e300w"), "--since '1e300w'"),
+        # other scripts' digits, which Python's int()/float() (and so click) would read as numbers
+        (("run", "noop", "--hosts", "l1", "--repeat", "\u0661\u0662"),
+         "--repeat '\u0661\u0662': a number must be written in ASCII digits 0-9"),
+        (("runs", "check", "latest", "--base", "latest", "--min-change=\u0660\u066b\u0665"),
+         "--min-change '\u0660\u066b\u0665': a number must be written in ASCII digits 0-9"),
+        (("runs", "list", "--limit", "\uff11"), "--limit '\uff11': a number must be written in ASCII digits 0-9"),
+        (("runs", "list", "--since", "\u0661\u0662d"), "--since '\u0661\u0662d'"),
     ],
 )
 def test_undecodable_and_out_of_range_arguments(local: Orch, args: tuple[str, ...], expected: str) -> None:
