@@ -66,3 +66,24 @@ def test_undecodable_query_and_path_are_not_500(
     base = serve(Settings(db_url="sqlite://"), store)
     r = httpx.get(base + path, timeout=10)
     assert 200 <= r.status_code < 500, r.text
+
+
+# Python's int() reads other scripts' digits ('١٢' is 12); the API's integer query parameters must not.
+@pytest.mark.parametrize(
+    ("path", "param"),
+    [
+        ("/api/v1/runs?limit=%D9%A1%D9%A2", "limit"),  # Arabic-Indic 12
+        ("/api/v1/runs?offset=%EF%BC%91", "offset"),  # fullwidth 1
+        ("/api/v1/runs?limit=99999999999999999999999", "limit"),
+        ("/api/v1/changes?suite=moe-sweep&limit=%E0%A5%A8", "limit"),  # Devanagari 2
+    ],
+)
+def test_integer_queries_take_ascii_digits_in_range(
+    store: Store, serve: Callable[[Settings, Store], str], path: str, param: str
+) -> None:
+    seed(store)
+    base = serve(Settings(db_url="sqlite://"), store)
+    r = httpx.get(base + path, timeout=10)
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"] == ["query", param], r.json()
+    assert httpx.get(base + "/api/v1/runs?limit=12&offset=1", timeout=10).status_code == 200

@@ -137,3 +137,10 @@ def test_ipv6_and_names_pass_and_print_in_brackets() -> None:
     assert host_port(h1.address, h1.port) == "[::1]:39517" and host_port("10.0.0.1", 22) == "10.0.0.1:22"
     assert host_port("fe80::1%eth0", 22) == "[fe80::1%eth0]:22" and host_port(None, None) == "-:-"
     assert str(JumpHop("::1", "u", 2222)) == "u@[::1]:2222" and str(JumpHop("bastion")) == "bastion"
+
+
+@pytest.mark.parametrize("port", ["'\u0662\u0662'", "'\uff12\uff12'", "99999999999999999999999"])
+def test_a_port_in_other_digits_or_out_of_range_is_refused(port: str) -> None:
+    with pytest.raises(InventoryError) as e:
+        parse_inventory(_hosts(f"      h1: {{address: h1, port: {port}}}\n"), "inv.yaml")
+    assert e.value.line == 4 and "port" in e.value.message and "1 to 65535" in e.value.hint
