@@ -66,6 +66,7 @@ from orchestrator.suites.command import (
     parse_bound,
     placeholders,
 )
+from orchestrator.suites.regexcheck import nested_quantifier
 from orchestrator.suites.registry import (
     MAX_REPEAT,
     RUN_PARAMS,
@@ -278,6 +279,13 @@ def _build(spec: SuiteFile, w: _Where) -> SuiteDef:
             raise w.error(("parser", "pattern"), f"not a valid regex: {exc}", "check escaping") from None
         if not groups:
             raise w.error(("parser", "pattern"), "the pattern has no named group", "capture with (?P<name>...)")
+        if nested_quantifier(pattern, re.MULTILINE):
+            raise w.error(
+                ("parser", "pattern"),
+                "the pattern repeats a group that is only a repeat, like (a+)+: on an output that almost matches it "
+                "backtracks for ever (catastrophic backtracking)",
+                "repeat once: (a+)+ matches what a+ matches",
+            )
     elif pattern is not None:
         raise w.error(("parser", "pattern"), f"parser {parser.name} takes no pattern", "remove pattern")
     metrics = _metrics(spec, parser.name, groups, w)

@@ -1,5 +1,6 @@
 """A parser that never ends does not hang the run (over real SSH, SQLite and PostgreSQL): a user regex with nested
-quantifiers, ``(?P<v>(\\d+)+)b``, on an output of 40 digits and ``!`` backtracks for ~2^40 steps. The parse runs in
+quantifiers, ``(?P<v>(\\d+\\s?)+)b`` (the loader refuses the plainer ``(\\d+)+``, not this one), on an output of
+40 digits and ``!`` backtracks for ~2^40 steps. The parse runs in
 a worker process stopped at the suite's ``parse_timeout_s``; that case is an error saying so, the cases before and
 after it are stored, and ``orch run`` ends (``partial``) — where before it hung with the run left ``running``."""
 
@@ -32,7 +33,7 @@ params:
   case: {type: list, default: [1, 2, 3], help: "which output the tool prints"}
 timeout_s: 60
 parse_timeout_s: 5
-parser: {name: regex, pattern: '(?P<v>(\\d+)+)b'}
+parser: {name: regex, pattern: '(?P<v>(\\d+\\s?)+)b'}
 metrics:
   v: {path: v, unit: ms}
 """
@@ -89,3 +90,15 @@ def test_parse_timeout_out_of_range_is_refused_at_load(
     assert res.returncode == 2, res.stdout + res.stderr
     assert "backtrack.yaml:7" in res.stderr and message in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+def test_a_plainly_exponential_pattern_is_refused_at_load(two_hosts: tuple[Orch, list[Any]], tmp_path: Path) -> None:
+    orch, _ = two_hosts
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "backtrack.yaml").write_text(SUITE.replace("(\\d+\\s?)+", "(\\d+)+"))
+    assert "(?P<v>(\\d+)+)b" in (suites / "backtrack.yaml").read_text()
+    res = orch("run", "backtrack", "--hosts", "b300", "--suite-dir", str(suites))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "backtrack.yaml:8" in res.stderr and "like (a+)+" in res.stderr, res.stderr
+    assert "(catastrophic backtracking)" in res.stderr and "Traceback" not in res.stderr
