@@ -689,12 +689,29 @@ def _references_cell(r: Any) -> str:
     return "[green]pass[/green]" if not failed else "[red]FAIL " + "; ".join(failed) + "[/red]"
 
 
+def split_case_params(
+    cases: Sequence[dict[str, Any]], skip: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The parameters every case shares (printed once above a table, as the dashboard does: "every case: E=16
+    H=256 ...") and the names of those that vary (one cell per row); ``skip`` names neither. A single case
+    keeps its parameters in its row."""
+    keys: list[str] = []
+    for case in cases:
+        keys.extend(k for k in case if k not in keys and k not in skip)
+    if len(cases) < 2:
+        return {}, tuple(keys)
+    common = {k: cases[0].get(k) for k in keys if all(k in c and c[k] == cases[0][k] for c in cases)}
+    return common, tuple(k for k in keys if k not in common)
+
+
 def comparison_table(cmp: Any) -> None:
     from rich.table import Table
 
     unit = f" ({safe(cmp.unit)})" if cmp.unit else ""
+    common, varying = split_case_params([x.case for x in cmp.cases], skip=("seed",))
+    every = f"\n[dim]every case: {safe(_case_text(common))}[/dim]" if common else ""
     t = Table(
-        title=f"{safe(cmp.metric)}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}",
+        title=f"{safe(cmp.metric)}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}{every}",
         title_justify="left",
     )
     tested = any(getattr(x, "stats", None) is not None for x in cmp.cases)
@@ -710,7 +727,8 @@ def comparison_table(cmp: Any) -> None:
         head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
         if x.warnings:
             verdict += " [yellow](failed requests)[/yellow]"
-        t.add_row(safe(x.host or "*"), safe(_case_text(x.case, ("seed",))), base, head, ratio, *extra, verdict)
+        case = safe(_case_text({k: x.case.get(k) for k in varying if k in x.case}))
+        t.add_row(safe(x.host or "*"), case or "-", base, head, ratio, *extra, verdict)
     c = console()
     c.print(t)
     gm = _ratio(cmp.geomean)

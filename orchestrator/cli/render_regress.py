@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.cli.render import _case_text, _ratio, comparison_table, console, noise_floor_line, safe
+from orchestrator.cli.render import (
+    _case_text,
+    _ratio,
+    comparison_table,
+    console,
+    noise_floor_line,
+    safe,
+    split_case_params,
+)
 from orchestrator.numfmt import number, percent
 from orchestrator.store.compute import short_run_id
 from orchestrator.wording import counted
@@ -14,19 +22,33 @@ def _pct(x: float | None) -> str:
     return percent(x)
 
 
+def _sweep_key(case: dict[str, Any], keys: tuple[str, ...]) -> tuple[tuple[int, float, str], ...]:
+    """Order of a case by its varying parameters, numbers numerically (M=8 before M=64), text after numbers."""
+    out = []
+    for k in keys:
+        v = case.get(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append((0, float(v), ""))
+        else:
+            out.append((1, 0.0, str(v)))
+    return tuple(out)
+
+
 def calibration_table(out: Any) -> None:
     """Per host, case and metric: the A/A spread of the calibration runs' medians and the within-run spread."""
     from rich.table import Table
 
     c = console()
     runs = ", ".join(f"{short_run_id(r.run_id) if r.run_id else 'none stored'} ({safe(r.status)})" for r in out.runs)
-    t = Table(title=f"calibration of {safe(out.suite)}: runs {runs}", title_justify="left")
+    common, varying = split_case_params([r.case for r in out.calibrations], skip=("seed",))
+    every = f"\n[dim]every case: {safe(_case_text(common))}[/dim]" if common else ""
+    t = Table(title=f"calibration of {safe(out.suite)}: runs {runs}{every}", title_justify="left")
     for col in ("host", "case", "metric", "runs", "A/A spread", "within-run spread"):
         t.add_column(col, justify="right" if col in ("runs", "A/A spread", "within-run spread") else "left")
-    for r in out.calibrations:
+    for r in sorted(out.calibrations, key=lambda r: (r.host, _sweep_key(r.case, varying), r.metric)):
+        case = safe(_case_text({k: r.case.get(k) for k in varying if k in r.case}))
         t.add_row(
-            safe(r.host), safe(_case_text(r.case, ("seed",))), safe(r.metric), str(r.n_runs),
-            _pct(r.aa_spread), _pct(r.within_spread),
+            safe(r.host), case or "-", safe(r.metric), str(r.n_runs), _pct(r.aa_spread), _pct(r.within_spread),
         )  # fmt: skip
     c.print(t)
     c.print(f"{len(out.calibrations)} calibrations stored; later comparisons of these cases use them as noise band")
@@ -42,8 +64,6 @@ def calibration_table(out: Any) -> None:
     if wide:
         from orchestrator.regress import WIDE_BAND
 
-        keys = {k for r in out.calibrations for k in r.case}
-        varying = [k for k in sorted(keys) if len({repr(r.case.get(k)) for r in out.calibrations}) > 1]
         names = [
             f"{safe(r.host)} {safe(_case_text({k: r.case.get(k) for k in varying} if varying else r.case, ('seed',)))}"
             f" {safe(r.metric)}"

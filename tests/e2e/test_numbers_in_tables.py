@@ -102,3 +102,25 @@ def test_any_suite_edges_in_runs_show_and_compare(db: tuple[str, Store]) -> None
             break
     else:
         raise AssertionError(text)
+
+
+def test_compare_prints_the_shared_case_parameters_once(db: tuple[str, Store]) -> None:
+    """``runs compare`` repeated E=16 H=256 ... on every row (6 lines per row in 100 columns): the parameters
+    every case shares are printed once above the table, and a row shows only what varies."""
+    url, store = db
+
+    def events(scale: float) -> list[Event]:
+        return [
+            Event(seq=i, type="result", data={"case": {"M": m, **TINY, "seed": 0}, "metrics": {"time_ms": {
+                "value": scale * m, "unit": "ms", "median": scale * m, "p10": scale * m, "p90": scale * m}}})
+            for i, m in enumerate((1, 8, 64))
+        ]  # fmt: skip
+
+    base, head = _run(store, "moe-sweep", events(1.0)), _run(store, "moe-sweep", events(1.01))
+    code, text = _orch(url, "runs", "compare", base, head)
+    assert code == 0, text
+    assert "every case: E=16 k=4 shared=1 H=256 I=128 dtype=fp32" in text
+    rows = _rows(text)
+    assert [rows[h][1] for h in rows if h == "cpu-0"] == ["M=64"]  # the last row per host key
+    cases = [ln.split("│")[2].strip() for ln in text.splitlines() if ln.count("│") >= 4 and "cpu-0" in ln]
+    assert cases == ["M=1", "M=8", "M=64"], text

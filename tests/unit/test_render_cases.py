@@ -1,0 +1,35 @@
+"""Tables over cases (``runs compare``/``runs check``, ``calibrate``): parameters every case shares once above
+the table, only the varying ones per row, rows in the sweep's numeric order (M=8 before M=64) — pure rendering."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from unittest.mock import patch
+
+from rich.console import Console
+
+from orchestrator.cli import render, render_regress
+from orchestrator.cli.render import split_case_params
+
+
+def test_split_case_params() -> None:
+    cases = [{"M": m, "E": 16, "H": 256, "seed": m} for m in (64, 8, 1)]
+    assert split_case_params(cases, skip=("seed",)) == ({"E": 16, "H": 256}, ("M",))
+    assert split_case_params([{"M": 1, "E": 16}]) == ({}, ("M", "E"))  # one case keeps its parameters
+    assert split_case_params([{"M": 1}, {"M": 1, "E": 16}]) == ({"M": 1}, ("E",))  # missing in one: varies
+
+
+def test_calibration_rows_in_numeric_sweep_order_with_shared_params_once() -> None:
+    cal = [SimpleNamespace(host="h", case={"M": m, "E": 16, "seed": 0}, metric="time_ms", n_runs=3,
+                           aa_spread=0.01, within_spread=0.02) for m in (64, 8, 1024, 1)]  # fmt: skip
+    out = SimpleNamespace(suite="moe-sweep", runs=[SimpleNamespace(run_id="01a22ce3-97d8-7af5-a290-bdba3844cf0c",
+                                                                   status="completed")],
+                          calibrations=cal, skipped={}, too_wide=[])  # fmt: skip
+    wide = Console(highlight=False, emoji=False, width=100, record=True)
+    with patch.object(render, "console", lambda: wide), patch.object(render_regress, "console", lambda: wide):
+        render_regress.calibration_table(out)
+    text = wide.export_text()
+    assert "every case: E=16" in text
+    cases = [ln.split("│")[2].strip() for ln in text.splitlines() if ln.count("│") >= 6]
+    assert cases == ["M=1", "M=8", "M=64", "M=1024"], text
+    assert max(len(ln) for ln in text.splitlines()) <= 100
