@@ -107,14 +107,17 @@ def doctor_table(report: Any) -> None:
 
     columns = report.columns  # doctor.CHECK_NAMES, plus slurm/partition/node for a Slurm group
     table = Table(title="orch doctor", show_lines=False)
-    table.add_column("host", style="bold")
-    table.add_column("address")
+    addresses = [safe(host_port(h.address, h.port) if h.port else (h.address or "local")) for h in report.hosts]
+    # host and address are never cut (an address without its port names another host); the checks' cells
+    # (ok, warn, FAIL, skipped) give way first
+    table.add_column("host", style="bold", no_wrap=True, min_width=max((len(h.host) for h in report.hosts), default=4))
+    table.add_column("address", no_wrap=True, min_width=max((len(a) for a in addresses), default=7))
     for name in columns:
-        table.add_column(name, justify="center")
+        table.add_column(name, justify="center", overflow="fold")
     notes: list[str] = []
-    for h in report.hosts:
+    for h, address in zip(report.hosts, addresses, strict=True):
         by_name = {c.name: c for c in h.checks}
-        row = [safe(h.host), safe(host_port(h.address, h.port) if h.port else (h.address or "local"))]
+        row = [safe(h.host), address]
         for name in columns:
             c = by_name.get(name)
             row.append(_STATUS_STYLE.get(c.status, c.status) if c else "")
