@@ -627,8 +627,15 @@ def _dropped(exc: OrchError, hr: _HostRun, run_id: str) -> OrchError:
     in (nothing started there, or its detached agent may still run) and the exact command that goes on."""
     if not isinstance(exc, ConnectError) or exc.kind != "closed":
         return exc
-    state = "its agent was started and may still run there" if hr.started else "nothing was started there"
-    return HostError(hr.host.name, f"{exc.reason}; {state}", f"go on with: orch run --resume {short_run_id(run_id)}")
+    short = short_run_id(run_id)
+    if hr.started:
+        msg = f"{exc.reason}; its agent was started and may still run there"
+        hint = f"go on with: orch run --resume {short}"
+    else:  # a run whose every host failed before starting is not stored: then only running it again helps
+        msg, hint = f"{exc.reason}; nothing was started there", (
+            f"start it again: orch run --resume {short} when the run was stored, else the same orch run"
+        )
+    return HostError(hr.host.name, msg, hint)
 
 
 def _public_env(registry: Registry, suite: str) -> frozenset[str]:
