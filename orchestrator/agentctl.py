@@ -91,6 +91,19 @@ def agent_error_doc(stderr: str) -> dict[str, Any]:
     return {}
 
 
+def spool_changed_error(host: Host, exc: RemoteCommandError, stored: int) -> HostError:
+    """The host's error for ``follow``'s exit 6: the spool was truncated, replaced or rewritten on the host while
+    orch followed it (the agent's ``SpoolCursor`` says which). ``stored``: the lines orch had stored, all kept.
+    One error, not a cascade of half lines and seq mismatches."""
+    said = agent_error_doc(exc.stderr).get("error")
+    what = said if isinstance(said, str) and said else "the spool was changed on the host while orch followed it"
+    return HostError(
+        host.name,
+        f"{what}; the {stored} lines already stored are kept; nothing after them is trusted",
+        "something on the host wrote to the run's events.jsonl (only the agent may append to it): rerun the suite",
+    )
+
+
 def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostError:
     """The host's error for ``follow``'s exit 3 (the worker exited without writing ``done``)."""
     reason = agent_error_doc(exc.stderr).get("reason")

@@ -41,6 +41,7 @@ from orchestrator.agentctl import (
     dead_worker_error,
     run_dir_text,
     run_opts,
+    spool_changed_error,
     start_answer,
     start_argv,
     start_input,
@@ -91,6 +92,7 @@ FINAL_RUN_STATUSES = frozenset({"completed", "partial", "failed", "cancelled"})
 BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
 AGENT_EXIT_DEAD = 3
+AGENT_EXIT_SPOOL_CHANGED = 6  # agents/orch_agent/cli.py: follow's spool was truncated, replaced or rewritten
 AGENT_EXIT_NO_RUN = 4
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
 INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
@@ -497,6 +499,9 @@ class _HostRun:
             except RemoteCommandError as exc:
                 if exc.exit_status == AGENT_EXIT_DEAD:
                     raise dead_worker_error(self.host, self.r.run_id, exc) from None
+                if exc.exit_status == AGENT_EXIT_SPOOL_CHANGED:  # one error naming it, not a cascade of bad lines
+                    stored = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
+                    raise spool_changed_error(self.host, exc, stored) from None
                 if exc.exit_status is not None:
                     raise
                 err: OrchError = exc

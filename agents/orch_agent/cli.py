@@ -3,7 +3,8 @@
 Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a
 different spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see
 ``leases.py``); 3 the worker died without writing ``done`` (``follow``, ``start`` of such a run); 4 no such
-run; 5 the run's directory cannot be written (disk full, I/O error; the message names the path); 1 anything
+run; 5 the run's directory cannot be written (disk full, I/O error; the message names the path); 6 ``follow``:
+the spool was truncated, replaced or rewritten under it (code ``spool_changed``, naming it); 1 anything
 unexpected. Errors are ``{"error": message, "code": short_name}`` — on stdout, except for ``follow``, whose
 stdout is the event stream, where they go to stderr.
 
@@ -56,9 +57,9 @@ from .meta import agent_version, self_argv, self_env
 from .reaper import kill_session
 from .runs import RunDir, group_alive, is_worker, pid_alive, session_members, valid_run_id
 from .spec import validate
-from .spool import Spool, SpoolWriteError, find_done, iter_new_lines, line_type, read_lines
+from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN, EXIT_WRITE = 0, 1, 2, 3, 4, 5
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN, EXIT_WRITE, EXIT_SPOOL_CHANGED = 0, 1, 2, 3, 4, 5, 6
 CANCEL_GRACE_S = 10.0
 
 
@@ -257,18 +258,22 @@ def cmd_follow(args: argparse.Namespace) -> int:
 def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool) -> int:
     """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``."""
     out = sys.stdout.buffer
-    pos = {"offset": 0, "line": 0}
+    cursor = SpoolCursor(rd.spool)
 
     def pump() -> bool:
-        """Copy new complete lines at or after --from to stdout; True once the done line has gone by."""
+        """Copy new complete lines at or after --from to stdout; True once the done line has gone by. A spool
+        changed under the follower (truncated, replaced, rewritten) is one error, exit 6, naming it."""
         done = False
-        for raw, n, end in iter_new_lines(rd.spool, pos["offset"], pos["line"]):
-            pos["offset"], pos["line"] = end, n + 1
-            if n >= from_seq:
-                out.write(raw)
-                out.flush()
-            if b'"done"' in raw and line_type(raw) == "done":
-                done = True
+        try:
+            for raw, n in cursor.new_lines():
+                if n >= from_seq:
+                    out.write(raw)
+                    out.flush()
+                if b'"done"' in raw and line_type(raw) == "done":
+                    done = True
+        except SpoolChanged as exc:
+            raise CliError(str(exc), "spool_changed", EXIT_SPOOL_CHANGED,
+                           {"run_id": rd.run_id, "path": rd.spool, "lines": cursor.line}) from None  # fmt: skip
         return done
 
     while True:
@@ -285,7 +290,7 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool) 
                     "agent worker exited without finishing",
                     "worker_dead",
                     EXIT_DEAD,
-                    {"run_id": rd.run_id, "pid": rd.pid(), "lines": pos["line"], "reason": rd.reason()},
+                    {"run_id": rd.run_id, "pid": rd.pid(), "lines": cursor.line, "reason": rd.reason()},
                 )
         time.sleep(poll_s)
 

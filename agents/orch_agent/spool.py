@@ -170,3 +170,67 @@ def iter_new_lines(path: str, offset: int, line_no: int) -> Iterator[tuple[bytes
         pos = nl + 1
         yield raw, line_no, offset + pos
         line_no += 1
+
+
+class SpoolChanged(Exception):
+    """The spool a follower reads was truncated, replaced or rewritten under it (not by the agent, which only
+    appends): the lines it already passed on may not be the file's any more. The message says which and where."""
+
+
+class SpoolCursor:
+    """A follower's place in a spool (byte ``offset`` = start of line ``line``) and the proof that the file it
+    reads is still the one it read: same device and inode (not replaced by a rename or a new file), not shorter
+    than ``offset`` (not truncated, e.g. ``cat t > events.jsonl``), and the last bytes before ``offset``
+    unchanged (not rewritten in place and grown back). Each :meth:`new_lines` raises :class:`SpoolChanged` when
+    one of these fails, before reading anything past ``offset``: never a half line or a foreign line."""
+
+    TAIL = 64  # bytes before offset compared on each read (one poll: one fstat and two small reads)
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.offset = 0
+        self.line = 0
+        self._ident: tuple[int, int] | None = None
+        self._tail = b""
+
+    def _changed(self, what: str) -> SpoolChanged:
+        return SpoolChanged(
+            f"the spool {self.path} was {what} on the host while orch followed it "
+            f"({self.line} lines, {self.offset} bytes, had been read)"
+        )
+
+    def new_lines(self) -> Iterator[tuple[bytes, int]]:
+        """Complete lines past ``offset`` as ``(raw_line, its_line_number)``, advancing the cursor; a partial
+        last line is left for a later call. Nothing while the file does not exist yet (unless it existed)."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed below, after the checks and the read
+        except FileNotFoundError:
+            if self._ident is not None:
+                raise self._changed("removed") from None
+            return
+        with f:
+            st = os.fstat(f.fileno())
+            ident = (st.st_dev, st.st_ino)
+            if self._ident is None:
+                self._ident = ident
+            elif ident != self._ident:
+                raise self._changed("replaced (another file is at its path now)")
+            if st.st_size < self.offset:
+                raise self._changed(f"truncated (to {st.st_size} bytes)")
+            if self._tail:
+                f.seek(self.offset - len(self._tail))
+                if f.read(len(self._tail)) != self._tail:
+                    raise self._changed("rewritten in place")
+            f.seek(self.offset)
+            data = f.read()
+        base = self.offset
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            if nl < 0:
+                return
+            raw = data[pos : nl + 1]
+            pos = nl + 1
+            self.offset, self._tail = base + pos, data[max(0, pos - self.TAIL) : pos]
+            self.line += 1
+            yield raw, self.line - 1

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,65 @@ def test_a_parse_error_is_a_failed_case_not_data_the_store_lost(bed: tuple[Orch,
     text = orch("runs", "show", doc["run_id"])
     assert "parser regex found no match" in text.stdout, text.stdout
     assert "the store does not hold" not in text.stdout + text.stderr
+
+
+GATED_TOOL = """\
+import os, sys, time
+n = int(sys.argv[1])
+deadline = time.time() + 300
+while n >= 2 and not os.path.exists(GATE) and time.time() < deadline:  # case 2 on waits for the test
+    time.sleep(0.05)
+print('v: %d' % n)
+"""
+
+
+def test_a_spool_truncated_mid_run_is_one_error_naming_it(bed: tuple[Orch, SshdHost], tmp_path: Path) -> None:
+    """A tester truncated the spool in place while a suite ran (``head -n 3 events.jsonl > t; cat t >
+    events.jsonl``): orch ingested a half line, five seq mismatches and 'the done line was not stored'. Now the
+    agent's follow sees the file shrink (or rewritten) and the host fails with that one error; the lines stored
+    before are kept. No timing: the tool's case 2 waits for a gate file the test creates after the truncation."""
+    orch, host = bed
+    gate = tmp_path / "gate"
+    suites = _suite(tmp_path, "gated", GATED_TOOL.replace("GATE", repr(str(gate))), [1, 2, 3, 4])
+    proc = orch.popen("run", "gated", "--hosts", "ct200", "--suite-dir", str(suites), "--json")
+    try:
+        deadline = time.monotonic() + 180
+        spool: Path | None = None
+        while time.monotonic() < deadline:  # case 1's result stored: hello, case_start, result, case_start (2)
+            found = list((host.home / ".orch" / "runs").glob("*/gpu-a/events.jsonl"))
+            if found and len(found[0].read_bytes().splitlines()) >= 4 and _stored_last_seq(orch, found[0]) >= 3:
+                spool = found[0]
+                break
+            time.sleep(0.2)
+        assert spool is not None, "case 1 was not stored within 180 s"
+        head = b"".join(spool.read_bytes().splitlines(keepends=True)[:3])
+        (tmp_path / "t").write_bytes(head)
+        with open(spool, "r+b") as f:  # cat t > events.jsonl: the same file, cut and written again
+            f.truncate(0)
+            f.write(head)
+        gate.touch()
+        out, err = proc.communicate(timeout=300)
+    finally:
+        gate.touch()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err[-3000:]
+    [h] = json.loads(out)["hosts"]
+    assert h["status"] == "failed" and (h["results"], h["errors"]) == (1, 0), h
+    assert h["error"].startswith(f"the spool {spool} was "), h["error"]
+    assert "truncated (to " in h["error"] or "rewritten in place" in h["error"], h["error"]
+    assert "on the host while orch followed it" in h["error"]
+    assert "the 4 lines already stored are kept; nothing after them is trusted" in h["error"], h["error"]
+    for word in ("malformed", "claims seq", "done line was not stored"):
+        assert word not in h["error"]
+
+
+def _stored_last_seq(orch: Orch, spool: Path) -> int:
+    store = Store.from_url(orch.db_url)
+    try:
+        return store.last_seq(spool.parent.parent.name, "gpu-a")
+    except Exception:  # noqa: BLE001 - the run is not stored yet
+        return -1
+    finally:
+        store.close()
