@@ -154,10 +154,13 @@ class HostVerdict:
         return "completed" if self.status == "partial" else self.status
 
 
-def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int, judged: int = 0) -> HostVerdict:
+def host_verdict(
+    done: Mapping[str, Any] | None, *, results: int, errors: int, judged: int = 0, first_error: str | None = None
+) -> HostVerdict:
     """The verdict for a host whose spool was followed to its end. ``done``: :func:`done_record` of the stored
     ``done`` event, None when none was stored (the host did not finish, or its done line was not trusted);
-    ``results``/``errors``: the host run's stored counts; ``judged``: see :func:`reconcile`."""
+    ``results``/``errors``: the host run's stored counts; ``judged``: see :func:`reconcile`; ``first_error``:
+    the text of the host run's first error row, shown with the count of failed cases (cut to 300 characters)."""
     if done is None:
         return HostVerdict("failed", "the agent's done line was not stored: the host's end of the run is unknown")
     if done.get("status") == "cancelled":
@@ -170,8 +173,9 @@ def host_verdict(done: Mapping[str, Any] | None, *, results: int, errors: int, j
         return HostVerdict("failed", "; ".join([reason, *problems]))
     if problems:
         return HostVerdict("failed", "; ".join(problems) + " (the store does not hold what the agent wrote)")
+    failed = f"{counted(errors, 'case')} failed" + (f": {first_error[:300]}" if first_error else "")
     if done.get("status") == "failed" or (results == 0 and errors > 0):
-        return HostVerdict("failed", f"{counted(errors, 'case')} failed" if errors else "the agent reported failure")
+        return HostVerdict("failed", failed if errors else "the agent reported failure")
     if errors:
-        return HostVerdict("partial", f"{counted(errors, 'case')} failed")
+        return HostVerdict("partial", failed)
     return HostVerdict("completed")

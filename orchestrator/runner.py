@@ -779,7 +779,9 @@ class Runner:
         if rec is None:
             return HostVerdict("failed", "no host run stored"), 0, 0
         judged = await self.writer.call(self.store.judged_errors, self.run_id, host) if rec.errors else 0
-        verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged)
+        first = (await self.writer.call(self.store.results, self.run_id, host=host, status="error", limit=1)).items
+        verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged,
+                               first_error=first[0].error if first else None)  # fmt: skip
         return verdict, rec.results, rec.errors
 
     async def resume(self, run_id: str) -> RunOutcome:

@@ -23,10 +23,11 @@ from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
-from orchestrator.ingest import SpoolLines, done_record, host_verdict
+from orchestrator.ingest import HostVerdict, SpoolLines, done_record, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
+from orchestrator.store.records import HostRunRecord
 from orchestrator.store.refusals import ingest_keeping
 from orchestrator.store.repo import RUN_ID_RE, Store
 from orchestrator.suites.command import command_result, parse_inputs
@@ -215,8 +216,7 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
                                  rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
         return ImportOutcome(str(path), run_id, suite, name, created, count, new, "unfinished", detail.status,
                              rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
-    judged = store.judged_errors(run_id, name) if rec.errors else 0
-    verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged)
+    verdict = _verdict(store, run_id, rec)
     if rec.status != verdict.stored_status or (verdict.error and verdict.error not in (rec.error or "")):
         store.finish_host_run(run_id, name, verdict.stored_status, verdict.error)
     error = "; ".join([verdict.error, *notes] if verdict.error else notes) or None
@@ -276,14 +276,24 @@ def _stored_group(store: Store, name: str) -> str:
     return ""
 
 
+def _verdict(store: Store, run_id: str, rec: HostRunRecord) -> HostVerdict:
+    """The host's verdict as the runner gives it (``Runner.stored_verdict``): judged errors counted as the agent's
+    results, the first error's text shown with the count of failed cases."""
+    if not rec.errors:
+        return host_verdict(rec.done_counts, results=rec.results, errors=0)
+    first = store.results(run_id, host=rec.host, status="error", limit=1).items
+    judged = store.judged_errors(run_id, rec.host)
+    return host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged,
+                        first_error=first[0].error if first else None)  # fmt: skip
+
+
 def _run_status(store: Store, run_id: str) -> str:
     """Recompute the run's status when every host run has ended (done stored, or failed/cancelled); else keep it."""
     detail = store.get_run(run_id)
     outcomes: list[HostOutcome] = []
     for rec in detail.host_runs:
         if rec.done_counts is not None:
-            judged = store.judged_errors(run_id, rec.host) if rec.errors else 0
-            v = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged)
+            v = _verdict(store, run_id, rec)
             outcomes.append(HostOutcome(rec.host, v.status, rec.results, rec.errors))
         elif rec.status in ("failed", "cancelled"):
             outcomes.append(HostOutcome(rec.host, rec.status, rec.results, rec.errors))

@@ -37,9 +37,9 @@ def test_host_with_some_failed_cases_is_partial_and_stored(tmp_path: Path) -> No
     runner = _runner(tmp_path)
     runner.store.ingest(runner.run_id, "h1", _spool(3, 1, {"lines": 5, "results": 3, "errors": 1}))
     out = asyncio.run(_HostRun(runner, runner.inventory.host("h1")).finish())
-    assert (out.status, out.results, out.errors, out.error) == ("partial", 3, 1, "1 case failed")
+    assert (out.status, out.results, out.errors, out.error) == ("partial", 3, 1, "1 case failed: OOM")
     rec = runner.store.get_run(runner.run_id).host_run("h1")
-    assert rec is not None and rec.status == "completed" and rec.error == "1 case failed"
+    assert rec is not None and rec.status == "completed" and rec.error == "1 case failed: OOM"
     assert run_status([out]) == "partial"
 
 

@@ -93,9 +93,10 @@ def test_a_parse_error_is_a_failed_case_not_a_lost_line(store: Store, tmp_path: 
     path.write_bytes(b"".join(line + b"\n" for line in lines))
     out = import_spool(store, path, host="l1", registry=load_registry([suite_dir]))
     assert (out.status, out.run_status, out.results, out.errors) == ("partial", "partial", 2, 1)
-    assert out.error == "1 case failed"  # not "3 results on the host, 2 stored": every line is stored
+    # not "3 results on the host, 2 stored": every line is stored; the first failure is named
+    assert (out.error or "").startswith("1 case failed: parser regex found no match"), out.error
     rec = store.get_run(RUN_ID).host_run("l1")
-    assert rec is not None and rec.status == "completed" and rec.error == "1 case failed"
+    assert rec is not None and rec.status == "completed" and rec.error == out.error
     [err] = store.results(RUN_ID, status="error").items
     assert (err.seq, err.case_index, err.info.get("agent_result")) == (4, 1, True)
     assert (err.error or "").startswith("parser regex found no match")

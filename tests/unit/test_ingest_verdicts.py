@@ -102,3 +102,15 @@ def test_disagreement_text_is_every_problem_joined() -> None:
 )
 def test_verdicts_when_the_counts_agree(results: int, errors: int, status: str, want: HostVerdict) -> None:
     assert host_verdict(_rec(results, errors, status), results=results, errors=errors) == want
+
+
+def test_the_first_error_is_named_with_the_count_of_failed_cases() -> None:
+    done = _done(8, counts={"lines": 8, "results": 4, "errors": 0})
+    why = "parser regex found no match in the output; last output lines: oops"
+    assert host_verdict(done, results=3, errors=1, judged=1, first_error=why) == HostVerdict(
+        "partial", f"1 case failed: {why}"
+    )
+    assert host_verdict(done, results=0, errors=4, judged=4, first_error="x" * 400) == HostVerdict(
+        "failed", "4 cases failed: " + "x" * 300
+    )
+    assert host_verdict(done, results=3, errors=1, judged=1) == HostVerdict("partial", "1 case failed")
