@@ -5,8 +5,10 @@ SQLAlchemy, asyncssh, pydantic, rich) cost ~0.2 s of CPU, measured as the gap be
 handler and the process's end (0.35-1.1 s wall on this 2-core machine under load) - a fifth of the client's CPU
 in the inner loop (issue 21). A command that has closed its store and thread pools calls :func:`request`; the
 entry point (``cli.main.main`` as the console script, never when called in-process, e.g. by tests) then flushes
-stdout, stderr and logging and ends with ``os._exit``. Nothing else registers exit handlers in orch; a profiler
-or tracer (``python -m cProfile``, coverage), which writes its data at exit, keeps the normal exit.
+stdout, stderr and logging and ends with ``os._exit``. Two kinds of process keep the normal exit: one that started
+the parse worker (orchestrator/parsepool.py: its exit handler stops the worker, and multiprocessing's resource
+tracker printed "leaked semaphore objects" after an ``os._exit``), and one under a profiler or tracer
+(``python -m cProfile``, coverage), which writes its data at exit.
 """
 
 from __future__ import annotations
@@ -25,8 +27,10 @@ def request() -> None:
 
 def leave(code: int) -> None:
     """End the process with ``code``: at once when :func:`request` was called, else by ``sys.exit``. Never under
-    a profiler or a tracer (``python -m cProfile``, coverage): they write their data at exit."""
-    if _requested and sys.getprofile() is None and sys.gettrace() is None:
+    a profiler or a tracer (``python -m cProfile``, coverage): they write their data at exit; never once the parse
+    worker was started (its exit handlers must run)."""
+    pool = sys.modules.get("orchestrator.parsepool")
+    if _requested and sys.getprofile() is None and sys.gettrace() is None and not (pool and pool.started()):
         if "logging" in sys.modules:
             sys.modules["logging"].shutdown()
         for stream in (sys.stdout, sys.stderr):

@@ -87,3 +87,35 @@ def test_a_run_under_cprofile_still_writes_its_profile(tmp_path: Path) -> None:
     assert json.loads(proc.stdout)["status"] == "completed"
     stats = pstats.Stats(str(prof))
     assert any(fn == "run" and path.endswith("cli/run.py") for path, _, fn in stats.stats)  # type: ignore[attr-defined]
+
+
+def test_a_regex_suite_run_leaves_no_leaked_semaphore_warning_and_a_json_one_starts_no_parse_worker(
+    tmp_path: Path,
+) -> None:
+    """The regex parse runs in the parse worker (parsepool.py), whose exit handlers must run: after an
+    ``os._exit`` multiprocessing's resource tracker printed "There appear to be 2 leaked semaphore objects" on every
+    such run. A json suite's small output is parsed in orch's own process: no forkserver, no worker."""
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "rx.yaml").write_text(
+        "name: rx\ndescription: one regex case\ncommand: [echo, 'v: 7']\nparams: {}\n"
+        "parser: {name: regex, pattern: 'v: (?P<v>\\d+)'}\nmetrics:\n  v: {unit: ms}\n"
+    )
+    (tmp_path / "suites" / "js.yaml").write_text(
+        "name: js\ndescription: one json case\ncommand: [echo, '{{\"v\": 7}}']\nparams: {}\nparser: json\n"
+        "metrics:\n  v: {unit: ms}\n"
+    )
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, orch_home: {tmp_path}/h}}\n")
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    for suite in ("rx", "js"):
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "orchestrator", "run", suite, "--hosts", "localhost",
+             "--suite-dir", str(tmp_path / "suites"), "--json"],
+            cwd=tmp_path, env=orch.env(), capture_output=True, text=True, timeout=DEADLINE_S,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+        doc = json.loads(proc.stdout)
+        assert doc["status"] == "completed" and doc["hosts"][0]["results"] == 1
+        noise = [ln for ln in proc.stderr.splitlines() if not ln.startswith("import time:")]
+        assert not [ln for ln in noise if "leaked" in ln or "resource_tracker" in ln], noise
+        assert ("pebble" in _imported(proc.stderr)) == (suite == "rx")  # the worker only where a pattern runs
