@@ -10,6 +10,10 @@ inherited) that is killed at the deadline and replaced for the next parse; the d
 worker starts the parse, so a slow worker start on a loaded machine does not eat into it. The worker's address
 space is capped (``RLIMIT_AS``, :data:`PARSE_MEMORY_BYTES`): a parse that needs more ends with a MemoryError.
 
+A parse that cannot run away is made here instead, without the worker's start (~0.1-0.3 s of a one-case run):
+a parser that takes no pattern of the suite's author (json, jsonl and the engine formats: orch's own code, linear
+in its input) on at most :data:`INLINE_PARSE_CHARS` characters of output. A ``regex`` parse always goes to the worker.
+
 Every way a parse can end badly becomes a :class:`~orchestrator.parsers.ParseError` naming the parser, the limit
 and the size of the output — which ``command_result`` turns into that case's error row; the other cases go on.
 """
@@ -35,6 +39,25 @@ PARSE_MEMORY_BYTES = 8 << 30
 """Address-space cap of the parse worker (8 GiB): a json document of ~100 MB parses in well under it (CPython
 keeps a parsed JSON number or short string in ~30-80 bytes, ~10x the text), a runaway one is stopped before it
 pushes the orchestrator's machine into swap."""
+
+
+INLINE_PARSE_CHARS = 256 << 10
+"""Outputs of up to 256 Ki characters in all (1 MiB of UTF-8 at most) for a parser without a user pattern are parsed
+in orch's own process: orch's parsers read that in milliseconds, and the worker's start costs more than the parse."""
+
+
+def inline(suite: CommandSuite, texts: Sequence[str]) -> bool:
+    """Whether ``texts`` are parsed in this process (see the module docstring): no user pattern, small output."""
+    from orchestrator.parsers import PARSERS
+
+    return not PARSERS[suite.parser].takes_pattern and sum(len(t) for t in texts) <= INLINE_PARSE_CHARS
+
+
+def _parse_here(suite: CommandSuite, texts: Sequence[str], case: Mapping[str, Any] | None) -> ParseOutcome:
+    try:
+        return parse_case(suite, list(texts), case)
+    except Exception as exc:  # noqa: BLE001 - a ParseError, or a parser's bug: command_result makes it this case's error
+        return exc
 
 
 def _limit_memory(limit: int) -> None:
@@ -97,13 +120,17 @@ class ParsePool:
     def parse(self, suite: CommandSuite, texts: Sequence[str], case: Mapping[str, Any] | None) -> ParseOutcome:
         """:func:`parse_case` of ``texts`` in the worker, waiting for it here: the parsed case, or the exception
         (returned, not raised) that says why there is none — a ParseError for a timeout, the memory cap or a
-        worker that died."""
+        worker that died. A small output without a user pattern is parsed here (:func:`inline`)."""
+        if inline(suite, texts):
+            return _parse_here(suite, texts, case)
         return self._outcome(suite, texts, self._schedule(suite, texts, case))
 
     async def parse_async(
         self, suite: CommandSuite, texts: Sequence[str], case: Mapping[str, Any] | None
     ) -> ParseOutcome:
         """As :meth:`parse`, awaited; cancelling it stops the parse (the worker is killed and replaced)."""
+        if inline(suite, texts):
+            return _parse_here(suite, texts, case)
         fut = self._schedule(suite, texts, case)
         try:
             await asyncio.wrap_future(fut)  # cancelling this await cancels ``fut``: pebble kills the worker
@@ -113,6 +140,10 @@ class ParsePool:
         except Exception:  # noqa: BLE001 - read again from ``fut`` by _outcome, which says what it was
             pass
         return self._outcome(suite, texts, fut)
+
+    def started_worker(self) -> bool:
+        """Whether this pool has a worker process (started by a parse that was not made here)."""
+        return self._pool is not None
 
     def close(self) -> None:
         """Stop the worker (a parse in progress is abandoned)."""
@@ -135,3 +166,9 @@ def shared() -> ParsePool:
             _shared = ParsePool()
             atexit.register(_shared.close)
         return _shared
+
+
+def started() -> bool:
+    """Whether this process started the shared parse worker: its exit must then run the exit handlers (the pool's
+    stop, multiprocessing's semaphore clean-up), or the resource tracker warns of leaked semaphores."""
+    return _shared is not None and _shared.started_worker()

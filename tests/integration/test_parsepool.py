@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator.parsepool import ParsePool
+from orchestrator.parsepool import INLINE_PARSE_CHARS, ParsePool, inline
 from orchestrator.parsers import ParseError
 from orchestrator.suites.command import CommandSuite, MetricDef
 
@@ -76,3 +76,19 @@ def test_cancelling_the_await_stops_the_parse(pool: ParsePool) -> None:
         assert not isinstance(good, ParseError) and good.metrics["v"].value == 7.0
 
     asyncio.run(asyncio.wait_for(go(), timeout=120))
+
+
+def test_a_small_output_without_a_user_pattern_is_parsed_here_without_the_worker(pool: ParsePool) -> None:
+    """json and the engine formats on a small output: parsed in this process (no worker start, ~0.1-0.3 s of a
+    one-case run); a regex, or an output over INLINE_PARSE_CHARS, goes to the worker."""
+    small = ['{"v": 2.5}']
+    assert inline(_suite("json"), small) and not inline(_suite("regex", r"(?P<v>\d+)"), ["7"])
+    assert not inline(_suite("json"), ['{"v": 1, "pad": "' + "x" * INLINE_PARSE_CHARS + '"}'])
+    out = pool.parse(_suite("json"), small, {})
+    assert not isinstance(out, ParseError) and out.metrics["v"].value == 2.5
+    bad = asyncio.run(pool.parse_async(_suite("json"), ["not json"], {}))
+    assert isinstance(bad, ParseError) and "json" in str(bad)
+    assert not pool.started_worker()  # neither parse started a worker process
+    rx = pool.parse(_suite("regex", r"(?P<v>\d+) ms"), ["7 ms"], {})
+    assert not isinstance(rx, ParseError) and rx.metrics["v"].value == 7.0
+    assert pool.started_worker()
