@@ -127,7 +127,20 @@ def error_event(seq: int, message: str, **extra: Any) -> Event:
     return Event(seq=seq, type="error", data={"message": message, **extra})
 
 
-_LONG_DIGITS = re.compile(r"\d{20}")  # 2**64 has 20 digits: a shorter integer is one orjson reads exactly
+_FLOAT_PAST_INT64 = float(2**63)
+
+
+def _maybe_rounded_int(value: Any) -> bool:
+    """Whether orjson may have read an integer past 64 bits in ``value`` (it reads one as a float, silently
+    rounded): some float in it is whole and at least 2**63 in size. A line holding one is read again with Python's
+    json (exact). Walks the values, not the text: a regex over a 2 MB line cost more than parsing it."""
+    if isinstance(value, float):
+        return abs(value) >= _FLOAT_PAST_INT64 and value.is_integer()
+    if isinstance(value, dict):
+        return any(_maybe_rounded_int(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_maybe_rounded_int(v) for v in value)
+    return False
 
 
 def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event:
@@ -164,7 +177,7 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
         except ValueError:
             return error_event(pos, f"malformed agent line {pos} (not JSON): {text[:200]!r}", kind="protocol")
     else:
-        if _LONG_DIGITS.search(text):  # orjson reads an integer past 64 bits as a float, silently rounded
+        if _maybe_rounded_int(doc):  # orjson reads an integer past 64 bits as a float, silently rounded
             doc = json.loads(text)  # exact; the store keeps it as its decimal text and says so
     if not isinstance(doc, dict):
         return error_event(pos, f"malformed agent line {pos} (not an object)", kind="protocol")

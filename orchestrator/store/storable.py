@@ -64,7 +64,9 @@ def _plain(value: Any) -> bool:
         text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
     except TypeError:
         return False
-    return b"\\u0000" not in text and b"null" not in text
+    # a backslash first: memchr finds or rules one out in microseconds, while CPython's search for "\\u0000"
+    # took ~9 ms on a 2 MB line (more than parsing it); NUL is written "\\u0000", so no backslash, no NUL
+    return not (b"\\" in text and b"\\u0000" in text) and b"null" not in text
 
 
 def _walk(value: Any, where: str, notes: list[str]) -> Any:
