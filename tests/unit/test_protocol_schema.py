@@ -170,7 +170,7 @@ def test_event_metrics_message_exact() -> None:
 
 def test_integers_past_64_bits_are_read_exactly_anywhere_in_a_line_and_floats_stay_floats() -> None:
     """orjson reads an integer past 64 bits as a rounded float; such a line is read again exactly (protocol.py
-    checks the parsed values, not the text, so a 2 MB line costs no regex scan)."""
+    searches a short line's text, and walks a long line's parsed values so a 2 MB line costs no regex scan)."""
     from orchestrator.protocol import parse_line
 
     def data(body: str) -> dict[str, object]:
@@ -181,3 +181,7 @@ def test_integers_past_64_bits_are_read_exactly_anywhere_in_a_line_and_floats_st
     assert data('"x":9223372036854775808')["x"] == 2**63  # within orjson's unsigned 64 bits: exact already
     big_float = data('"x":1e19,"y":2.5,"pad":"' + "1" * 40 + '"')
     assert big_float["x"] == 1e19 and isinstance(big_float["x"], float) and big_float["pad"] == "1" * 40
+    long_pad = '"pad":"' + "p" * 5000 + '"'  # past _SEARCH_MAX: the parsed values are walked instead
+    assert data(long_pad + ',"x":[1,{"y":-99999999999999999999999}]')["x"] == [1, {"y": -99999999999999999999999}]
+    assert data(long_pad + ',"x":18446744073709551616')["x"] == 2**64
+    assert isinstance(data(long_pad + ',"x":1e19')["x"], float)
