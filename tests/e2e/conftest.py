@@ -111,3 +111,35 @@ def sqlite_db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
     store.upgrade()
     yield url, store
     store.close()
+
+
+def deploy_fake_tool(orch: Orch, tmp_path: Path, tool: str, samples: dict[str, str],
+                     suites: dict[str, str]) -> Path:  # fmt: skip
+    """Deploy a build holding ``fake-tool`` (the script ``tool``) and ``samples/NAME.txt`` to group b300 of
+    ``two_hosts``; write the suite files ``suites`` (name -> YAML) into ``tmp_path/suites`` and return that folder."""
+    build = tmp_path / "tool-build"
+    (build / "samples").mkdir(parents=True)
+    fake = build / "fake-tool"
+    fake.write_text(tool)
+    fake.chmod(0o755)
+    for name, text in samples.items():
+        (build / "samples" / f"{name}.txt").write_text(text)
+    doc = orch.json("deploy", "--hosts", "b300", "--build", str(build))
+    assert [r["build"] for r in doc["hosts"]] == ["uploaded"]
+    folder = tmp_path / "suites"
+    folder.mkdir()
+    for name, text in suites.items():
+        (folder / f"{name}.yaml").write_text(text)
+    return folder
+
+
+def run_suite_b300(orch: Orch, suites: Path, suite: str) -> tuple[dict[str, Any], dict[Any, Any]]:
+    """``orch run SUITE --hosts b300 --suite-dir SUITES --json``: its JSON and the stored rows by ``case["case"]``."""
+    res = orch("run", suite, "--hosts", "b300", "--suite-dir", str(suites), "--json")
+    doc = json.loads(res.stdout)
+    store = Store.from_url(orch.db_url)
+    try:
+        rows = {r.case["case"]: r for r in store.results(doc["run_id"], limit=100).items}
+    finally:
+        store.close()
+    return doc, rows

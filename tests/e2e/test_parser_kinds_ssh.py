@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from orchestrator.store.repo import Store
-from tests.e2e.conftest import Orch
+from tests.e2e.conftest import Orch, deploy_fake_tool, run_suite_b300
 from tests.unit.test_nccl_tests_parser import ERROR_COLUMN, RCCL
 
 pytestmark = [pytest.mark.sshd]
@@ -105,27 +105,10 @@ SECRET = "hf_SECRET_0123456789"
 @pytest.fixture
 def deployed(two_hosts: tuple[Orch, list[Any]], tmp_path: Path) -> tuple[Orch, Path]:
     orch, _ = two_hosts
-    build = tmp_path / "tool-build"
-    (build / "samples").mkdir(parents=True)
-    tool = build / "fake-tool"
-    tool.write_text(FAKE.format(python=sys.executable))
-    tool.chmod(0o755)
-    for name, text in SAMPLES.items():
-        (build / "samples" / f"{name}.txt").write_text(text)
-    doc = orch.json("deploy", "--hosts", "b300", "--build", str(build))
-    assert [r["build"] for r in doc["hosts"]] == ["uploaded"]
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    for name, text in SUITES.items():
-        (suites / f"{name}.yaml").write_text(text)
-    return orch, suites
+    return orch, deploy_fake_tool(orch, tmp_path, FAKE.format(python=sys.executable), SAMPLES, SUITES)
 
 
-def _run(orch: Orch, suites: Path, suite: str) -> tuple[dict[str, Any], dict[int, Any]]:
-    res = orch("run", suite, "--hosts", "b300", "--suite-dir", str(suites), "--json")
-    doc = json.loads(res.stdout)
-    rows = {r.case["case"]: r for r in Store.from_url(orch.db_url).results(doc["run_id"], limit=100).items}
-    return doc, rows
+_run = run_suite_b300
 
 
 def test_every_parser_kind_over_ssh(deployed: tuple[Orch, Path]) -> None:
