@@ -8,10 +8,13 @@ import re
 import sys
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
+
+if TYPE_CHECKING:
+    from rich.text import Text
 
 from orchestrator.analysis.compare import is_wide, relative_spread
 from orchestrator.errors import OrchError
@@ -77,6 +80,15 @@ def safe(value: object, *, lines: bool = False) -> str:
     """Any string from a host, a tool, a user or the database, ready to go into rich markup: shown as given
     (brackets are not markup, emoji codes stay text, control characters are escapes, see :func:`visible`)."""
     return _markup_escape(visible(str(value), lines=lines))
+
+
+def red(value: object, *, lines: bool = False) -> Text:
+    """A table cell in red holding any untrusted string shown as given (:func:`visible`), as a rich Text rather
+    than markup: a value ending in backslashes put before a closing tag (``[red]...\\[/red]``) lost half of
+    them to rich's markup escapes."""
+    from rich.text import Text
+
+    return Text(visible(str(value), lines=lines), style="red")
 
 
 def error(exc: OrchError) -> None:
@@ -513,7 +525,7 @@ def _items_table(title: str, rows: list[Any]) -> Any:
         t.add_column(col, justify="left" if col in ("item", "unit") else "right")
     for r in rows:
         if r.status != "ok":
-            t.add_row("error", "-", "-", "-", f"[red]{safe(r.error or '', lines=True)}[/red]")
+            t.add_row("error", "-", "-", "-", red(r.error or '', lines=True))
             continue
         for name, m in r.metrics.items():
             t.add_row(safe(name), _fmt(m.get("median", m.get("value"))), _fmt(m.get("p10")), _fmt(m.get("p90")),
@@ -582,7 +594,7 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
     for r in sorted(rows, key=lambda r: (r.m is None, r.m or 0, r.seq)):
         if r.status != "ok":
             first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
-            t.add_row(_fmt(r.m), *["-"] * (len(_MOE_COLUMNS) + 1), f"[red]{safe(first[0])}[/red]")
+            t.add_row(_fmt(r.m), *["-"] * (len(_MOE_COLUMNS) + 1), red(first[0]))
             continue
         cells = []
         for _, name in _MOE_COLUMNS:
@@ -665,7 +677,7 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
         extra = ([_roof_cell(r)] if with_roof else []) + ([_references_cell(r)] if with_refs else [])
         if r.status != "ok":
             first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
-            t.add_row(case, f"[red]{safe(first[0])}[/red]", *["-"] * (len(names) + len(extra)))
+            t.add_row(case, red(first[0]), *["-"] * (len(names) + len(extra)))
             continue
         cells = [_with_spread(r.metrics[n], unit=True) if r.metrics.get(n) else "-" for n in names]
         t.add_row(case, *cells, _fmt(_samples(r)), *extra)
@@ -882,7 +894,7 @@ def deploy_table(report: Any) -> None:
                 "",
             )
         else:
-            table.add_row(safe(r["host"]), "", "", "", "", f"[red]{safe(r['error'])}[/red]")
+            table.add_row(safe(r["host"]), "", "", "", "", red(r['error']))
     console().print(table)
     for r in report.rows:
         if not r["ok"] and r.get("hint"):

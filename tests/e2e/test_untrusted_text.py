@@ -49,8 +49,9 @@ def _norm(text: str) -> str:
 
 
 def _shown(text: str) -> str:
-    """How a one-line field shows ``text``: control characters as escapes, nothing else changed."""
-    return _norm(render.visible(text))
+    """How a one-line field shows ``text`` read back from the store: a NUL is stored as U+2400 (store/storable.py,
+    alike on SQLite and PostgreSQL), other control characters are shown as escapes, nothing else changed."""
+    return _norm(render.visible(text.replace("\x00", "\u2400")))
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from orchestrator.cli import render
 from orchestrator.cli.suites import app
 from orchestrator.errors import SuiteError
 from orchestrator.suites.registry import (
@@ -322,7 +323,11 @@ def test_cli_show_json_and_table() -> None:
     }
     assert doc["presets"][1]["values"]["M"] == [1, 2, 4, 8, 16, 32, 64]
     assert doc["default_preset"] == {"cuda": "kimi-k2", "cpu": "tiny"}
-    text = CliRunner().invoke(app, ["show", "moe-sweep"], env={"COLUMNS": "200"}).output
+    render.console.cache_clear()  # the console's width is fixed when it is made: make it again under COLUMNS=200
+    try:
+        text = CliRunner().invoke(app, ["show", "moe-sweep"], env={"COLUMNS": "200"}).output
+    finally:
+        render.console.cache_clear()
     assert "moe-sweep (bench moe_gemm)" in text
     assert "1..4096" in text and "dtype=fp32 M=1..64" in text
     assert "default preset: kimi-k2 on a CUDA host, tiny without CUDA" in text
