@@ -161,15 +161,20 @@ def iter_new_lines(path: str, offset: int, line_no: int) -> Iterator[tuple[bytes
             data = f.read()
     except FileNotFoundError:
         return
+    for raw, pos in _complete_lines(data):
+        yield raw, line_no, offset + pos
+        line_no += 1
+
+
+def _complete_lines(data: bytes):
+    """Each newline-terminated line of ``data`` with the offset just past it; a partial last line is left out."""
     pos = 0
     while True:
         nl = data.find(b"\n", pos)
         if nl < 0:
             return
-        raw = data[pos : nl + 1]
+        yield data[pos : nl + 1], nl + 1
         pos = nl + 1
-        yield raw, line_no, offset + pos
-        line_no += 1
 
 
 class SpoolChanged(Exception):
@@ -224,13 +229,7 @@ class SpoolCursor:
             f.seek(self.offset)
             data = f.read()
         base = self.offset
-        pos = 0
-        while True:
-            nl = data.find(b"\n", pos)
-            if nl < 0:
-                return
-            raw = data[pos : nl + 1]
-            pos = nl + 1
+        for raw, pos in _complete_lines(data):
             self.offset, self._tail = base + pos, data[max(0, pos - self.TAIL) : pos]
             self.line += 1
             yield raw, self.line - 1
