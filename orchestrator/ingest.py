@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.linecheck import field_problem
+from orchestrator.linecheck import checked_fields
 from orchestrator.protocol import Event, case_fields, error_event, oversize_event, parse_line
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
 from orchestrator.wording import counted
@@ -69,13 +69,13 @@ class SpoolLines:
             return error_event(pos, f"agent line {pos} is blank; the agent writes one JSON event per line",
                                kind="protocol")  # fmt: skip
         ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
-        problem = field_problem(ev.type, ev.data)
+        problem, cleaned = checked_fields(ev.type, ev.data)
         if problem is not None and ev.type == "case_start":
             self._open = None  # which case is open is unknown until the next case_start
         if problem is None and not (ev.type == "error" and ev.data.get("kind") == "protocol"):
             problem = self._case_order(ev)  # a line orch already refused says nothing about the cases
         if problem is None:
-            return ev
+            return ev if cleaned is None else Event(ev.seq, ev.type, ev.ts, ev.v, ev.data, ev.plain, cleaned)
         return error_event(pos, f"agent line {pos} ({ev.type}): {problem}; its content is not trusted",
                            kind="protocol", line_type=ev.type, **case_fields(ev.data))  # fmt: skip
 

@@ -117,9 +117,10 @@ def append_bounded(text: str | None, line: str, limit: int) -> str:
 
 _STAT_KEYS = ("median", "p10", "p90", "min", "max")
 _NUMBER_TYPES = frozenset({float, int})
+CleanMetrics = tuple[dict[str, dict[str, Any]], dict[str, list[float | int]] | None]  # (metrics, samples)
 
 
-def clean_metrics(raw: Any) -> tuple[dict[str, dict[str, Any]], dict[str, list[float | int]] | None]:
+def clean_metrics(raw: Any) -> CleanMetrics:
     """A result event's metrics, validated by the rules of ``protocol.parse_metric``, as plain dicts:
     ``(metrics, samples)`` where ``metrics`` holds value, unit and the statistics of each metric and
     ``samples`` the raw samples by metric name (None when no metric has any) — the store keeps them apart so

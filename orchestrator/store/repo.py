@@ -496,7 +496,7 @@ class Store:
         d = ev.data
         if ev.type == "result":
             try:
-                metrics, samples = compute.clean_metrics(ev.data.get("metrics"))
+                metrics, samples = ev.clean_metrics or compute.clean_metrics(ev.data.get("metrics"))
                 rows.append(_result_row(run_id, host, ev, "ok", metrics, samples, None))
             except ValueError as exc:
                 rows.append(_result_row(run_id, host, ev, "error", {}, None, f"malformed result: {exc}"))

@@ -104,6 +104,8 @@ def storable_event(ev: Event) -> tuple[Event, list[str]]:
     """``ev`` with its fields made storable (:func:`storable`) and the changes as sentences naming the line
     (``line 7.info.output_tail: 1 NUL (U+0000) stored as U+2400 (␀)``). A ``result`` or ``error`` line's changes
     are also kept in its row's ``info.stored_as``; the caller puts a host-level line's into the host run's log."""
+    if ev.plain:  # parse_line saw nothing that needs a stand-in
+        return ev, []
     data, notes = storable(ev.data, f"line {ev.seq}")
     if not notes:
         return ev, []

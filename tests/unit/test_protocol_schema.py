@@ -6,9 +6,13 @@ import json
 import math
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrator.protocol import PROTOCOL_VERSION, Event, Metric, error_event, parse_line, parse_metric
+from orchestrator.store.storable import storable
 
 
 def line(**doc: Any) -> str:
@@ -170,7 +174,7 @@ def test_event_metrics_message_exact() -> None:
 
 def test_integers_past_64_bits_are_read_exactly_anywhere_in_a_line_and_floats_stay_floats() -> None:
     """orjson reads an integer past 64 bits as a rounded float; such a line is read again exactly (protocol.py
-    searches a short line's text, and walks a long line's parsed values so a 2 MB line costs no regex scan)."""
+    walks the parsed values when orjson's re-encoding of them holds a "+", the sign of an exponent)."""
     from orchestrator.protocol import parse_line
 
     def data(body: str) -> dict[str, object]:
@@ -181,7 +185,36 @@ def test_integers_past_64_bits_are_read_exactly_anywhere_in_a_line_and_floats_st
     assert data('"x":9223372036854775808')["x"] == 2**63  # within orjson's unsigned 64 bits: exact already
     big_float = data('"x":1e19,"y":2.5,"pad":"' + "1" * 40 + '"')
     assert big_float["x"] == 1e19 and isinstance(big_float["x"], float) and big_float["pad"] == "1" * 40
-    long_pad = '"pad":"' + "p" * 5000 + '"'  # past _SEARCH_MAX: the parsed values are walked instead
+    long_pad = '"pad":"' + "p" * 5000 + '"'
+    assert data('"s":"c++ 1e+5","x":18446744073709551616')["x"] == 2**64
     assert data(long_pad + ',"x":[1,{"y":-99999999999999999999999}]')["x"] == [1, {"y": -99999999999999999999999}]
     assert data(long_pad + ',"x":18446744073709551616')["x"] == 2**64
     assert isinstance(data(long_pad + ',"x":1e19')["x"], float)
+
+
+@pytest.mark.parametrize("exp", range(16, 309))
+def test_orjson_writes_every_float_of_1e16_or_more_with_an_exponent(exp: int) -> None:
+    # parse_line relies on it to skip the walk for rounded integers: no "+" in orjson's text, no float >= 1e16
+    for x in (10.0**exp, 1.7976931348623157e308 if exp == 308 else 9.99 * 10.0**exp, float(2**64)):
+        assert b"e+" in orjson.dumps(x) and b"e+" in orjson.dumps(-x)
+
+
+_JSON_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(min_value=-(2**80), max_value=2**80),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(alphabet=st.characters(codec="utf-8"), max_size=8),
+    st.sampled_from(["\x00", "a\x00b", "\ud800", "c++", "1e+19"]),
+)  # fmt: skip
+_JSON_VALUES = st.recursive(_JSON_LEAVES, lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=8)  # fmt: skip
+
+
+@given(value=_JSON_VALUES)
+def test_a_line_parse_line_calls_plain_needs_no_stand_in_and_is_read_exactly(value: object) -> None:
+    """``Event.plain`` lets the store skip its storability check (store/storable.py): it must never be set on a
+    line with a NUL, a lone surrogate, NaN/Infinity or an integer past 64 bits — and every line is read exactly."""
+    line = json.dumps({"v": 1, "seq": 0, "type": "result", "x": value})  # ASCII: "\\ud800" escaped
+    ev = parse_line(line.encode(), expected_seq=0)
+    assert ev.type == "result"
+    assert json.dumps(ev.data["x"]) == json.dumps(value)  # exact: no rounded integer, NaN kept as NaN
+    if ev.plain:
+        assert storable(ev.data) == (ev.data, [])
