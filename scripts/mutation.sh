@@ -6,7 +6,12 @@
 # Usage: scripts/mutation.sh MODULE [TEST_PATH ...]
 #   MODULE      a file under orchestrator/, e.g. orchestrator/analysis/compare.py
 #   TEST_PATH   the tests to run (default: the ones named for MODULE below)
-# Env: MUTATION_JOBS (parallel mutants, default: the number of cores), MUTATION_KEEP=1 keeps the scratch copy.
+# Env: MUTATION_JOBS (parallel mutants, default: the number of cores), MUTATION_KEEP=1 keeps the scratch copy,
+#   MUTATION_FUNCS: mutate only these functions of MODULE (space-separated; `Class.method` or a module-level
+#     `function`; a trailing `*` is a glob), e.g. MUTATION_FUNCS="Store.ingest_many Store._apply _result_row" —
+#     for a large module whose other functions have other guards (store/repo.py's write path),
+#   MUTATION_DB=sqlite: deselect the PostgreSQL half of the store tests (`-m "not postgres"`): each mutant's
+#     test process would start its own PostgreSQL server otherwise.
 #
 # Works on a copy of the working tree (tracked and new files) in a temporary directory, so the checkout is never
 # touched; prints mutmut's per-mutant results and a "killed K of N (P%)" line; exit 0 whatever survived.
@@ -33,6 +38,12 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/parsers/base.py) tests=(tests/unit/test_parsers.py tests/unit/test_failed_requests.py tests/unit/test_parsers_base.py) ;;
     orchestrator/parsers/*) tests=(tests/unit/test_parsers.py tests/unit/test_failed_requests.py tests/unit/test_parsers_base.py tests/unit/test_parsers_formats.py tests/unit/test_parser_numbers.py) ;;
     orchestrator/store/compute.py) tests=(tests/unit/test_store_compute.py) ;;
+    orchestrator/store/storable.py) tests=(tests/unit/test_storable.py tests/unit/test_protocol_schema.py) ;;
+    orchestrator/linecheck.py) tests=(tests/unit/test_line_checks.py) ;;
+    orchestrator/store_writer.py) tests=(tests/unit/test_store_writer.py tests/integration/test_store_writer.py) ;;
+    orchestrator/store/repo.py)  # the write path (MUTATION_FUNCS), on SQLite: PostgreSQL's branches need pg tests
+      tests=(tests/integration/test_store_ingest_many.py tests/integration/test_store_storable.py
+             tests/integration/test_store.py tests/integration/test_store_writer.py) ;;
     *) echo "mutation: name the tests for $mod: scripts/mutation.sh $mod tests/..." >&2; exit 2 ;;
   esac
 fi
@@ -55,21 +66,36 @@ git ls-files -z --cached --others --exclude-standard | xargs -0 -I{} sh -c '[ -e
   echo "pytest_add_cli_args ="
   echo "    -p"
   echo "    no:cacheprovider"
+  if [ "${MUTATION_DB:-all}" = sqlite ]; then echo "    -m"; echo "    not postgres"; fi
 } > "$work/setup.cfg"
 cd "$work"
-echo "== mutmut on $mod against ${tests[*]} (in $work)"
+# MUTATION_FUNCS -> mutmut's mutant-name globs: orchestrator.store.repo.xǁStoreǁingest__mutmut_* for a method,
+# orchestrator.store.repo.x__result_row__mutmut_* for a module-level function
+dotted=${mod%.py}
+dotted=${dotted//\//.}
+globs=()
+set -f  # a `*` in MUTATION_FUNCS is mutmut's glob, not the shell's
+for f in ${MUTATION_FUNCS:-}; do
+  case "$f" in
+    *.*) globs+=("$dotted.xǁ${f%%.*}ǁ${f#*.}__mutmut_*") ;;
+    *) globs+=("$dotted.x_${f}__mutmut_*") ;;
+  esac
+done
+set +f
+echo "== mutmut on $mod${MUTATION_FUNCS:+ (functions: $MUTATION_FUNCS)} against ${tests[*]} (in $work)"
 # The mutated copy (mutants/) must be what the tests import, not the editable install of the shared venv.
-env -u PYTHONPATH "$root/.venv/bin/mutmut" run --max-children "${MUTATION_JOBS:-$(nproc)}" >mutmut.log 2>&1 || {
-  tail -40 mutmut.log >&2; exit 1; }
+env -u PYTHONPATH "$root/.venv/bin/mutmut" run --max-children "${MUTATION_JOBS:-$(nproc)}" "${globs[@]}" \
+  >mutmut.log 2>&1 || { tail -40 mutmut.log >&2; exit 1; }
 "$root/.venv/bin/mutmut" results --all true > results.txt 2>&1 || true
-"$root/.venv/bin/python" - "$mod" <<'PY'
-import re, sys
-mod = sys.argv[1]
+"$root/.venv/bin/python" - "$mod" "${globs[@]}" <<'PY'
+import fnmatch, sys
+mod, globs = sys.argv[1], sys.argv[2:]
 rows = [l.strip() for l in open("results.txt") if ":" in l]
 status = {}
 for l in rows:
     name, _, st = l.rpartition(":")
-    status[name.strip()] = st.strip()
+    if not globs or any(fnmatch.fnmatchcase(name.strip(), g) for g in globs):
+        status[name.strip()] = st.strip()
 n = len(status)
 killed = sum(1 for s in status.values() if s == "killed")
 for name, st in sorted(status.items()):

@@ -6,8 +6,11 @@ An agent line is JSON that Python reads fine, but some of its values cannot be s
   sequence", PostgreSQL docs §8.14 "JSON Types"); SQLite takes it. It is stored as U+2400 SYMBOL FOR NULL (``␀``).
 - a lone UTF-16 surrogate (``"\\ud800"`` in the JSON text, valid JSON but not a Unicode scalar value): no UTF-8
   encoder writes it (orjson and psycopg refuse it on both engines). Stored as U+FFFD REPLACEMENT CHARACTER.
-- an integer outside the signed 64-bit range: orjson refuses it (SQLite's JSON column), and PostgreSQL's
-  ``bigint`` columns cannot hold it. Stored as its decimal text.
+- an integer below -2**63 or above 2**64 - 1: orjson refuses it (SQLite's JSON column). Stored as its decimal
+  text. Up to 2**64 - 1 (unsigned 64-bit) orjson writes it, so a line holding one is "plain" (``_plain``,
+  ``protocol.parse_line``) and its JSON keeps the number on both engines — ``_walk`` keeps it too, so a value is
+  stored the same whether or not something else in its line needed a stand-in; the indexed ``bigint`` columns
+  take a signed 64-bit value only (``compute.typed_axis`` leaves them NULL beyond).
 - NaN and ±Infinity (Python's ``json`` reads ``NaN``/``Infinity``): not JSON; orjson writes ``null`` and PostgreSQL
   ``jsonb`` refuses them. Stored as the strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``.
 
@@ -27,7 +30,7 @@ from orchestrator.protocol import Event
 
 NUL_STAND_IN = "\u2400"  # SYMBOL FOR NULL
 SURROGATE_STAND_IN = "\ufffd"  # REPLACEMENT CHARACTER
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson writes (its int range)
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
@@ -75,7 +78,7 @@ def _walk(value: Any, where: str, notes: list[str]) -> Any:
     if isinstance(value, bool) or value is None:
         return value
     if isinstance(value, int):
-        if INT64_MIN <= value <= INT64_MAX:
+        if INT64_MIN <= value <= UINT64_MAX:
             return value
         notes.append(f"{where}: an integer beyond 64 bits stored as its decimal text")
         return str(value)

@@ -52,6 +52,9 @@ HELLO = '{"v": 1, "seq": 0, "type": "hello", "agent_version": "v", "run_id": "x"
         ('"case": {"n": 1}, "info": {"big": 123456789012345678901234567890}', {"n": 1},
          {"big": "123456789012345678901234567890",
           "stored_as": ["line 1.info.big: an integer beyond 64 bits stored as its decimal text"]}),
+        ('"case": {"n": 1}, "info": {"u": 18446744073709551615, "s": "\\u0000"}', {"n": 1},
+         {"u": 18446744073709551615, "s": "\u2400",
+          "stored_as": ["line 1.info.s: 1 NUL (U+0000) stored as U+2400 (\u2400)"]}),  # a number up to 2**64 - 1
         ('"case": {"M": -99999999999999999999}', {"M": "-99999999999999999999"},
          {"stored_as": ["line 1.case.M: an integer beyond 64 bits stored as its decimal text"]}),
         ('"case": {"n": NaN}, "info": {"x": -Infinity}', {"n": "NaN"},
