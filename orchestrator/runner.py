@@ -71,7 +71,22 @@ from orchestrator.fleet import check_fields as check_drift_fields
 from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
-from orchestrator.store.compute import short_run_id
+from orchestrator.resume import (
+    AGENT_UNKNOWN_RUN,
+    CANCELLED_BY_USER,
+    Lost,
+    Reattach,
+    cancel_refusal,
+    cancel_verdict,
+    dropped_error,
+    host_step,
+    lost_connection_error,
+    needs_remote_stop,
+    reattach_plan,
+    resume_fields,
+    resume_refusal,
+)
+from orchestrator.resume import run_status as run_status  # re-exported: spool_import and slurm import it here
 from orchestrator.store_writer import IngestWriter
 from orchestrator.suites.command import command_result, parse_inputs
 from orchestrator.suites.origin import require_suite, suite_origin
@@ -88,7 +103,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-FINAL_RUN_STATUSES = frozenset({"completed", "partial", "failed", "cancelled"})
 BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
 AGENT_EXIT_DEAD = 3
@@ -243,17 +257,6 @@ def select_cases(cases: list[dict[str, Any]], wanted: Sequence[dict[str, Any]]) 
     """The spec cases that hold every parameter of one of the ``wanted`` stored cases (a stored case may carry
     fewer keys than the spec's case, never other values), in spec order."""
     return [c for c in cases if any(all(k in c and c[k] == v for k, v in w.items()) for w in wanted)]
-
-
-def run_status(outcomes: Sequence[HostOutcome]) -> str:
-    """completed: every host completed; cancelled: any cancelled; failed: none produced results; else partial."""
-    if any(o.status == "cancelled" for o in outcomes):
-        return "cancelled"
-    if all(o.status == "completed" for o in outcomes):
-        return "completed"
-    if all(o.status == "failed" and o.results == 0 for o in outcomes):
-        return "failed"
-    return "partial"
 
 
 def enrich_event(suite: str, ev: Event, gpu: GpuSpec | None) -> Event:
@@ -516,13 +519,8 @@ class _HostRun:
                 err = exc
             await self.drop()
             if attempt >= len(RECONNECT_BACKOFF_S):
-                state = ("the run goes on there (its agent is detached)" if self.start_answered else
-                         "whether its run started there is not known")  # fmt: skip
-                raise HostError(
-                    name,
-                    f"lost the connection and could not reattach: {err.message}; {state}",
-                    f"collect it later with: orch run --resume {short_run_id(self.r.run_id)}",
-                )
+                raise lost_connection_error(err.message, host=name, start_answered=self.start_answered,
+                                            run_id=self.r.run_id)  # fmt: skip
             delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
             attempt += 1
             self.reconnects += 1
@@ -622,25 +620,14 @@ class _HostRun:
         return HostOutcome(name, verdict.status, results, errors, verdict.error)
 
     async def cancel_remote(self) -> None:
-        if self.dep is None or not self.started:
+        if not needs_remote_stop(deployed=self.dep is not None, started=self.started):
             return
         await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s)
 
 
 def _dropped(exc: OrchError, hr: _HostRun, run_id: str) -> OrchError:
-    """``exc`` when it is not a dropped connection; else the host's error saying so, the state the host may be
-    in (nothing started there, or its detached agent may still run) and the exact command that goes on."""
-    if not isinstance(exc, ConnectError) or exc.kind != "closed":
-        return exc
-    short = short_run_id(run_id)
-    if hr.started:
-        msg = f"{exc.reason}; its agent was started and may still run there"
-        hint = f"go on with: orch run --resume {short}"
-    else:  # a run whose every host failed before starting is not stored: then only running it again helps
-        msg, hint = f"{exc.reason}; nothing was started there", (
-            f"start it again: orch run --resume {short} when the run was stored, else the same orch run"
-        )
-    return HostError(hr.host.name, msg, hint)
+    """``exc``, or the host's error for a dropped connection (``resume.dropped_error``)."""
+    return dropped_error(exc, host=hr.host.name, started=hr.started, run_id=run_id)
 
 
 def _public_env(registry: Registry, suite: str) -> frozenset[str]:
@@ -792,27 +779,20 @@ class Runner:
         await self.writer.ready()
         detail = await self.writer.call(self.store.get_run, run_id)
         states = await self.writer.call(self.store.host_run_states, run_id)
-        open_hosts = [st.host for st in states if not st.done]
-        if detail.status == "cancelled" or (detail.status in FINAL_RUN_STATUSES and not open_hosts):
-            why = "it was cancelled" if detail.status == "cancelled" else "every host's done line is stored"
-            raise UsageError(f"run {detail.id} already finished ({detail.status}): {why}; there is nothing to resume",
-                             f"orch runs show {detail.id}")
+        refused = resume_refusal(detail.id, detail.status, [st.host for st in states if not st.done])
+        if refused is not None:
+            raise UsageError(refused.message, refused.hint)
         self.run_id = detail.id
         require_suite(self.registry, detail.suite, detail.id, detail.info)  # before any host: exit 2, --suite-dir
-        params = detail.params or {}
         self.req = RunRequest(
             suite=detail.suite,
             selector=",".join(detail.hosts),
-            sets=dict(params.get("sets") or {}),
             preset=detail.preset,
-            repeat=params.get("repeat"),
             label=detail.label,
-            seed=params.get("seed"),
             timeout_s=self.req.timeout_s,
             concurrency=self.req.concurrency,
             wait_s=self.req.wait_s,
-            replays=(detail.info or {}).get("replays"),
-            only_cases=tuple((detail.info or {}).get("replayed_cases") or ()),
+            **resume_fields(detail.params, detail.info),
         )
         if isinstance(detail.info.get("slurm"), dict):  # reattach to the Slurm job and its nodes' spools
             from orchestrator.slurm.service import SlurmDriver, slurm_group_of
@@ -839,9 +819,10 @@ class Runner:
             if host.name in preflight_failed:
                 raise preflight_failed[host.name]
             st = states.get(host.name)
-            if resume and st is not None and st.done:  # nothing left to collect: judged again from the store
-                if st.status == "running":  # orch stopped between storing done and judging the host
-                    return await hr.finish()
+            step = host_step(st, resume=resume)
+            if step == "finish":  # orch stopped between storing done and judging the host
+                return await hr.finish()
+            if step == "judge":  # nothing left to collect: judged again from the store
                 verdict, results, errors = await self.stored_verdict(host.name)
                 return HostOutcome(host.name, verdict.status, results, errors, verdict.error)
             try:
@@ -895,20 +876,18 @@ class Runner:
         if resume:
             res = await hr.t.run([*agent, "status", self.run_id, *run_opts(hr.host)], timeout_s=120, check=False)
             # exit 4: no such run on the host; anything else unexpected is the agent's error
-            status = {"state": "unknown"} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)
-            from_seq = await self.writer.call(self.store.last_seq, self.run_id, name) + 1
-            if status.get("state") != "unknown":
+            status = {"state": AGENT_UNKNOWN_RUN} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)
+            last_seq = await self.writer.call(self.store.last_seq, self.run_id, name)
+            plan = reattach_plan(str(status.get("state")), started=started, last_seq=last_seq, run_id=self.run_id,
+                                 host=name)  # fmt: skip
+            if isinstance(plan, Lost):
+                raise plan.error(name)
+            if isinstance(plan, Reattach):
                 hr.started = True
-                self.observer.host_state(name, "reattached", f"collecting from line {from_seq}")
-                await self._follow_counted(hr, from_seq)
+                self.observer.host_state(name, "reattached", plan.detail)
+                await self._follow_counted(hr, plan.from_seq)
                 return await hr.finish()
-            if started:
-                raise HostError(
-                    name,
-                    f"the run's spool is gone on the host (no run {self.run_id} under its orch home): "
-                    f"the lines after the {from_seq} stored cannot be collected",
-                    "if the spool was copied off the host, orch runs import SPOOL --host " + name,
-                )
+            from_seq = plan.from_seq
         await self.writer.call(
             self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha,
             build_sha=hr.dep.current_build,
@@ -953,7 +932,7 @@ class Runner:
             except (OrchError, asyncio.TimeoutError, TimeoutError):
                 pass
             await self.writer.call(
-                self.store.finish_host_run, self.run_id, hr.host.name, "cancelled", "cancelled by the user"
+                self.store.finish_host_run, self.run_id, hr.host.name, "cancelled", CANCELLED_BY_USER
             )
 
         await asyncio.gather(*(one(hr) for hr in runs))
@@ -976,9 +955,9 @@ async def _cancel_on_host(host: Host, run_id: str, *, dep: HostDeploy | None, ti
 async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0) -> RunOutcome:
     """``orch cancel RUN_ID``: stop the agents of every host of the run and mark it cancelled."""
     detail = store.get_run(store.resolve_run_id(run_id))
-    if detail.status in FINAL_RUN_STATUSES:
-        raise UsageError(f"run {detail.id} already finished ({detail.status}); there is nothing to cancel",
-                         f"orch runs show {detail.id}")
+    refused = cancel_refusal(detail.id, detail.status)
+    if refused is not None:
+        raise UsageError(refused.message, refused.hint)
     if isinstance(detail.info.get("slurm"), dict):  # scancel the job
         from orchestrator.slurm.service import cancel_slurm_run
 
@@ -993,14 +972,10 @@ async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout
     res = []
     for o in outs:
         rec = detail.host_run(o.host.name)
-        final = rec is not None and rec.status in ("completed", "partial", "failed")
-        if not final:
-            store.finish_host_run(
-                detail.id,
-                o.host.name,
-                "cancelled",
-                None if o.ok else f"cancel failed: {o.error.message if o.error else '?'}",
-            )
-        res.append(o.value or HostOutcome(o.host.name, "failed", error=o.error.message if o.error else None))
+        failure = None if o.ok else (o.error.message if o.error else "?")
+        v = cancel_verdict(rec.status if rec is not None else None, failure)
+        if v.store:
+            store.finish_host_run(detail.id, o.host.name, "cancelled", v.stored_error)
+        res.append(HostOutcome(o.host.name, v.status, error=v.error))
     store.finish_run(detail.id, "cancelled")
     return RunOutcome(detail.id, detail.suite, "cancelled", res)

@@ -44,6 +44,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/store/repo.py)  # the write path (MUTATION_FUNCS), on SQLite: PostgreSQL's branches need pg tests
       tests=(tests/integration/test_store_ingest_many.py tests/integration/test_store_storable.py
              tests/integration/test_store.py tests/integration/test_store_writer.py) ;;
+    orchestrator/resume.py) tests=(tests/unit/test_resume.py) ;;
     *) echo "mutation: name the tests for $mod: scripts/mutation.sh $mod tests/..." >&2; exit 2 ;;
   esac
 fi
