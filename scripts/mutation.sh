@@ -17,6 +17,9 @@
 # touched; prints mutmut's per-mutant results and a "killed K of N (P%)" line; exit 0 whatever survived.
 # Not part of scripts/test.sh (minutes per module).
 set -euo pipefail
+# The body is one function, read whole before it runs: editing this file during a run (minutes to hours) cannot
+# change what the run executes next.
+main() {
 cd "$(dirname "$0")/.."
 root=$PWD
 mod=${1:?usage: scripts/mutation.sh MODULE [TEST_PATH ...], e.g. orchestrator/analysis/compare.py}
@@ -39,11 +42,15 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/parsers/*) tests=(tests/unit/test_parsers.py tests/unit/test_failed_requests.py tests/unit/test_parsers_base.py tests/unit/test_parsers_formats.py tests/unit/test_parser_numbers.py) ;;
     orchestrator/store/compute.py) tests=(tests/unit/test_store_compute.py) ;;
     orchestrator/store/storable.py) tests=(tests/unit/test_storable.py tests/unit/test_protocol_schema.py) ;;
-    orchestrator/linecheck.py) tests=(tests/unit/test_line_checks.py) ;;
+    orchestrator/linecheck.py) tests=(tests/unit/test_line_checks.py tests/unit/test_line_checks_fields.py) ;;
     orchestrator/store_writer.py) tests=(tests/unit/test_store_writer.py tests/integration/test_store_writer.py) ;;
-    orchestrator/store/repo.py)  # the write path (MUTATION_FUNCS), on SQLite: PostgreSQL's branches need pg tests
+    orchestrator/store/repo.py)  # the write path (with MUTATION_FUNCS; MUTATION_DB=sqlite for minutes, not hours)
+      t=tests/integration/test_store.py
       tests=(tests/integration/test_store_ingest_many.py tests/integration/test_store_storable.py
-             tests/integration/test_store.py tests/integration/test_store_writer.py) ;;
+             "$t::test_ingest_idempotent_and_resumable" "$t::test_ingest_stores_statistics_and_samples_apart"
+             "$t::test_ingest_duplicates_within_batch_and_unique_backstop" "$t::test_errors_logs_and_unknown_events"
+             "$t::test_sqlite_ingest_stores_the_rows_sqlalchemys_own_insert_would"
+             "$t::test_reingest_skips_what_is_stored_log_error_text_and_counts_included") ;;
     orchestrator/resume.py) tests=(tests/unit/test_resume.py) ;;
     *) echo "mutation: name the tests for $mod: scripts/mutation.sh $mod tests/..." >&2; exit 2 ;;
   esac
@@ -105,3 +112,5 @@ for name, st in sorted(status.items()):
 print(f"{mod}: killed {killed} of {n} mutants ({100.0 * killed / n if n else 0:.1f}%)")
 PY
 echo "(see one: cd $work && $root/.venv/bin/mutmut show NAME — set MUTATION_KEEP=1 to keep $work)"
+}
+main "$@"

@@ -94,6 +94,7 @@ def test_sqlite_timestamps_are_written_as_sqlalchemys_datetime_type_would(ts: fl
     assert repo._sqlite_datetime(when.astimezone(timezone(timedelta(hours=-7)))) == want
 
 
+@pytest.mark.postgres
 def test_postgres_rows_with_a_large_info_store_what_sqlalchemys_own_insert_would(pg_url: str) -> None:
     """PostgreSQL writes a batch whose first row's info is large by executemany of JSON text (others by
     json_to_recordset): it stores, value for value, what SQLAlchemy's INSERT of the same row dicts stores, JSON

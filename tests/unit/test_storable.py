@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from orchestrator.protocol import Event, parse_line
-from orchestrator.store.storable import INT64_MIN, UINT64_MAX, storable, storable_event
+from orchestrator.store.storable import INT64_MIN, UINT64_MAX, _plain, storable, storable_event
 
 
 @pytest.mark.parametrize(
@@ -149,3 +149,30 @@ def test_a_host_level_lines_stand_ins_are_returned_not_put_in_its_data(typ: str)
     out, notes = storable_event(ev)
     assert notes == ["line 2.message: 1 NUL (U+0000) stored as U+2400 (\u2400)"]
     assert out == Event(seq=2, type=typ, ts=None, data={"message": "x\u2400", "info": {"a": 1}})
+
+
+@pytest.mark.parametrize(
+    ("value", "plain"),
+    [
+        ({"a": 1, "b": ["x", 2.5, True]}, True),
+        ({1: "a key that is not a string"}, True),  # OPT_NON_STR_KEYS: Python-built dicts stay on the fast path
+        ({"path": "C:\\dir", "q": '"quoted"'}, True),  # a backslash in the JSON text, but no NUL
+        ({"s": "\x00"}, False),
+        ({"n": None}, False),  # written "null": looked at closer (NaN is written so too)
+        ({"f": math.nan}, False),
+        ({"s": "\ud800"}, False),  # orjson refuses a lone surrogate
+        ({"i": 2**64}, False),  # and an integer past its range
+    ],
+)
+def test_orjson_alone_decides_whether_a_value_is_plain(value: Any, plain: bool) -> None:
+    """``_plain`` is the ingest hot path: one orjson.dumps decides, and only a value it cannot vouch for is walked."""
+    assert _plain(value) is plain
+
+
+def test_a_plain_value_is_never_walked(monkeypatch: pytest.MonkeyPatch) -> None:
+    def walk(*_: Any) -> Any:
+        raise AssertionError("walked a plain value")
+
+    monkeypatch.setattr("orchestrator.store.storable._walk", walk)
+    value = {"a": [1, "b\\c"], 2: 3.5}
+    assert storable(value) == (value, [])
