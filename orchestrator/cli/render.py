@@ -419,6 +419,23 @@ def _case_text(case: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return " ".join(f"{k}={v}" for k, v in case.items() if k not in skip)
 
 
+NAME_LINE_CHARS = 12  # a metric name's header is broken at underscores into lines of about this many characters
+
+
+def name_lines(name: str, width: int = NAME_LINE_CHARS) -> str:
+    """A metric or parameter name as a column header: broken after underscores into lines of at most ``width``
+    characters where it can be (``busbw_gbps_inplace`` -> ``busbw_gbps_`` / ``inplace``), never inside a word
+    (rich folds a header with no space mid-word: ``busbw_gbps_inpla`` / ``ce``)."""
+    lines: list[str] = []
+    for part in name.replace("_", "_\n").split("\n"):
+        if lines and len(lines[-1]) + len(part) <= width:
+            lines[-1] += part
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+
 PLATEAU_NOTE = (
     "plateau from M: the smallest M from which at least 90% of the routed experts are touched and the time per "
     "call stays within 10% of the plateau level (the time at the first M that touches every expert); "
@@ -664,7 +681,7 @@ def _generic_table(title: str, rows: list[Any]) -> Any:
     t = Table(title=title + (f"\n[dim]{safe(fixed)}[/dim]" if fixed else ""), title_justify="left")
     t.add_column("case", overflow="fold")
     for n in names:
-        t.add_column(safe(n), justify="right", overflow="fold")
+        t.add_column(safe(name_lines(n), lines=True), justify="right", overflow="fold")
     t.add_column("n", justify="right")
     with_roof = any(r.pct_of_measured_roof is not None for r in rows)
     if with_roof:

@@ -33,3 +33,32 @@ def test_calibration_rows_in_numeric_sweep_order_with_shared_params_once() -> No
     cases = [ln.split("│")[2].strip() for ln in text.splitlines() if ln.count("│") >= 6]
     assert cases == ["M=1", "M=8", "M=64", "M=1024"], text
     assert max(len(ln) for ln in text.splitlines()) <= 100
+
+
+def _metric_row(size: int, busbw: float) -> SimpleNamespace:
+    metrics = {n: {"value": busbw, "median": busbw, "unit": "GB/s", "n": 20}
+               for n in ("busbw_gbps_inplace", "algbw_gbps_outofplace")}  # fmt: skip
+    metrics["time_ms"] = {"value": 1.25, "median": 1.25, "unit": "ms", "n": 20}
+    return SimpleNamespace(case={"size_bytes": size, "op": "all_reduce"}, metrics=metrics, status="ok", error=None,
+                           info={}, pct_of_measured_roof=None)  # fmt: skip
+
+
+def test_generic_table_breaks_names_at_underscores_and_keeps_every_column() -> None:
+    """A narrow terminal folded ``busbw_gbps_inplace`` into ``busbw_gbps_inpla`` / ``ce``: headers now break after
+    underscores, every column stays (``n`` included), and at 80 columns no case is folded."""
+    rows = [_metric_row(1048576, 361.5), _metric_row(8, 0.02)]
+    for width in (60, 80):
+        narrow = Console(highlight=False, emoji=False, width=width, record=True)
+        narrow.print(render._generic_table("allreduce on h1", rows))
+        text = narrow.export_text()
+        assert max(len(ln) for ln in text.splitlines()) <= width, text
+        words = {w for ln in text.splitlines() for w in ln.replace("┃", " ").replace("│", " ").split()}
+        assert {"busbw_gbps_", "inplace", "algbw_gbps_", "outofplace", "time_ms", "n", "20"} <= words, text
+        assert ("size_bytes=1048576" in words) == (width == 80), text
+
+
+def test_name_lines() -> None:
+    assert render.name_lines("busbw_gbps_inplace") == "busbw_gbps_\ninplace"
+    assert render.name_lines("a_very_long_metric_name_here") == "a_very_long_\nmetric_name_\nhere"
+    assert render.name_lines("time_ms") == "time_ms"
+    assert render.name_lines("tokens_per_s") == "tokens_per_s"  # 12 characters: one line
