@@ -17,7 +17,7 @@ def fleet(
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login) in s; default 10.")
+        float, typer.Option("--timeout", min=0.1, help="Deadline per step (DNS, TCP, banner, login), s.")
     ] = 10.0,
 ) -> None:
     """Compare the selected hosts within their groups (driver, CUDA, torch, NCCL, VBIOS, ECC, clocks, PCIe,

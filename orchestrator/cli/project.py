@@ -23,24 +23,24 @@ def project(
             "--overheads", help=f"An overheads run of the source host, the per-step budget: {RUN_REF_FORMS}."
         )
     ] = None,
-    layers: Annotated[int, typer.Option(min=1, help="MoE layers per decode step; default 61 (Kimi-K2).")] = 61,
+    layers: Annotated[int, typer.Option(min=1, help="MoE layers per decode step (Kimi-K2: 61).")] = 61,
     roof: Annotated[
-        str, typer.Option(help="Bandwidths: datasheet (default) or measured (copy roofs; needs --target-roof).")
+        str, typer.Option(help="Bandwidths: datasheet or measured (copy roofs; needs --target-roof).")
     ] = "datasheet",
     target_roof: Annotated[
         float | None, typer.Option("--target-roof", min=1, help="Target's measured copy roof, GB/s (--roof measured).")
     ] = None,
     allreduces_per_layer: Annotated[
-        int, typer.Option(min=0, help=f"All-reduces per layer (tensor parallel); default {ALLREDUCES_PER_LAYER}.")
+        int, typer.Option(min=0, help="All-reduces per layer (tensor parallel).")
     ] = ALLREDUCES_PER_LAYER,
     kernels_per_layer: Annotated[
-        int, typer.Option(min=0, help=f"Kernels per layer, each costing graph_node_us; default {KERNELS_PER_LAYER}.")
+        int, typer.Option(min=0, help="Kernels per layer, each costing graph_node_us.")
     ] = KERNELS_PER_LAYER,
     overhead_scale: Annotated[
-        float, typer.Option(min=0, help="Factor on the source's fixed costs on the target; default 1 (kept as is).")
+        float, typer.Option(min=0, help="Factor on the source's fixed costs on the target (1: kept as is).")
     ] = 1.0,
     allreduce: Annotated[
-        str, typer.Option("--allreduce", help="All-reduce rows to use: graph (default) or eager.")
+        str, typer.Option("--allreduce", help="All-reduce rows to use: graph or eager.")
     ] = "graph",
     check: Annotated[
         str | None, typer.Option(

@@ -19,7 +19,7 @@ SuiteDirOpt = Annotated[
     list[Path] | None,
     typer.Option("--suite-dir", help="Directory of user suite files (*.yaml), repeatable; also ORCH_SUITE_DIR."),
 ]
-TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s; default 10.")]
+TimeoutOpt = Annotated[float, typer.Option("--timeout", min=0.1, help="Connect deadline per step, s.")]
 RUN_REF = f"The run: {RUN_REF_FORMS}."
 
 
@@ -29,7 +29,7 @@ def calibrate(
     hosts: Annotated[
         str, typer.Option("--hosts", "-H", help="Group, host, glob or comma list.", autocompletion=complete.selectors)
     ],
-    runs: Annotated[int, typer.Option("--runs", min=2, help="Identical runs back to back; default 3.")] = 3,
+    runs: Annotated[int, typer.Option("--runs", min=2, help="Identical runs back to back.")] = 3,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Suite parameter KEY=VALUE (repeatable), as for orch run.")
     ] = None,
@@ -169,7 +169,7 @@ def changes(
     metric: Annotated[str, typer.Option("--metric", help="Metric, e.g. time_ms.")] = "time_ms",
     host: Annotated[str | None, typer.Option("--host", help="Only this host's series (default: every host).")] = None,
     min_change: Annotated[
-        float, typer.Option("--min-change", min=0.0, help="Smallest relative change reported; default 0.02 (2%).")
+        float, typer.Option("--min-change", min=0.0, help="Smallest relative change reported (0.02: 2%).")
     ] = 0.02,
     json_out: JsonOpt = False,
 ) -> None:

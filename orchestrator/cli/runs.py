@@ -121,7 +121,7 @@ def _check_suite_name(ctx: typer.Context, store: Store, suite: str) -> None:
 @app.command("show")
 def show(
     ctx: typer.Context,
-    run_id: Annotated[str, typer.Argument(help=f"{RUN_REF_HELP} Default: latest.")] = "latest",
+    run_id: Annotated[str, typer.Argument(help=RUN_REF_HELP)] = "latest",
     json_out: JsonOpt = False,
 ) -> None:
     """One run (the latest when no id is given): its hosts, and a table of results per host (the roofline figures
@@ -217,7 +217,7 @@ def logs(
         int | None, typer.Option("--case", min=0, help="Only this case, by its index in the run (default: all).")
     ] = None,
     timeout: Annotated[
-        float, typer.Option("--timeout", min=0.1, help="Connect deadline per host, s; default 10.")
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per host, s.")
     ] = 10.0,
     json_out: JsonOpt = False,
 ) -> None:

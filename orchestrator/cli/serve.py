@@ -15,7 +15,7 @@ from orchestrator.cli.context import app_context
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option("--host", help="Address to listen on (loopback by default).")
+        str, typer.Option("--host", help="Address to listen on.")
     ] = ("127.0.0.1"),
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="TCP port.")] = 8000,
 ) -> None:
