@@ -1,0 +1,155 @@
+"""``orch cancel RUN_ID`` from a second process over real sshd (issue 19: "orch cancel no longer stops remote
+agents" went unnoticed): every process of the run on each host — the agent's worker, its whole session and the
+benchmark command's own children — is gone, the run and its host runs are stored ``cancelled``, and the ``orch
+run`` that started it (alive, or killed before the cancel) ends cancelled too.
+
+The benchmark is a command suite (no torch): ``sleep SECS & sleep SECS``, a background child and a foreground
+one, with a SECS no other process on the machine uses, so every one of them can be found with ``ps``."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+from tests.plugins.sshd import SshdBed
+from tests.plugins.timing import scaled, wait_for
+
+pytestmark = [pytest.mark.sshd]
+
+SUITE = """\
+name: cancel-sleeper
+description: each case leaves a background child (sleep SECS &) and waits on a second sleep
+command: ["sh", "-c", "sleep {secs} & sleep {secs}; echo 'tput: 1'"]
+params:
+  secs: {type: str, default: "1", help: "seconds each sleep takes"}
+  n: {type: list, default: [1, 2], help: "cases"}
+parser: {name: regex, pattern: 'tput: (?P<tput>\\d+)'}
+metrics:
+  tput: {path: tput, unit: tok/s}
+warmup: 0
+repeat: 1
+timeout_s: 1800
+"""
+
+HOSTS = ("gpu-a", "gpu-b")
+
+
+def _procs() -> list[tuple[int, int, int, str]]:
+    """Every process on the machine: (pid, process group, session, command line)."""
+    argv = ["ps", "-ww", "-eo", "pid=,pgid=,sid=,args="]  # -ww: whole command lines
+    out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+    rows = []
+    for line in out.splitlines():
+        pid, pgid, sid, args = (line.split(None, 3) + [""])[:4]
+        rows.append((int(pid), int(pgid), int(sid), args))
+    return rows
+
+
+def _sleeps(secs: str) -> list[int]:
+    return [pid for pid, _, _, args in _procs() if args == f"sleep {secs}"]
+
+
+def _in_sessions(sids: set[int]) -> list[tuple[int, int, int, str]]:
+    """The processes of these sessions (the agent's worker leads its own: pid = process group = session)."""
+    return [p for p in _procs() if p[2] in sids or p[0] in sids]
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _run_id(store: Store) -> str | None:
+    try:
+        page = store.list_runs(limit=1)
+    except Exception:  # noqa: BLE001 - the run has not created the schema yet
+        return None
+    return page.items[0].id if page.total else None
+
+
+@pytest.mark.parametrize("first_orch", ["running", "killed"])
+def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
+    sshd_bed: SshdBed, tmp_path: Path, first_orch: str
+) -> None:
+    a, b = sshd_bed.add(HOSTS[0]), sshd_bed.add(HOSTS[1])
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a], "b300": [b]}))
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "sleeper.yaml").write_text(SUITE)
+    secs = f"{1200 + random.random() * 100:.4f}"  # long enough never to end by itself during the test
+    store = Store.from_url(orch.db_url)
+    homes = {h.name: h.home for h in (a, b)}
+    proc = orch.popen("run", "cancel-sleeper", "--hosts", "ct200,b300", "--suite-dir", str(suites),
+                      "--set", f"secs={secs}", "--timeout", str(scaled(30)), "--json")  # fmt: skip
+    workers: dict[str, int] = {}
+    try:
+        # both hosts' commands started: two sleeps each (the background child and the one waited on)
+        wait_for(lambda: len(_sleeps(secs)) >= 4 or proc.poll() is not None, timeout_s=180,
+                 what="the benchmark command's two sleeps on each host")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        run_id = wait_for(lambda: _run_id(store), timeout_s=60, what="the stored run")
+        for name in HOSTS:
+            pid_file = homes[name] / ".orch" / "runs" / run_id / name / "pid"
+            workers[name] = int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
+                                         what=f"{name}'s worker pid"))  # fmt: skip
+        sessions = set(workers.values())
+        before = _in_sessions(sessions)
+        # the worker leads its own session and process group; the benchmark's sleeps are in that session
+        for name, pid in workers.items():
+            assert any(p[0] == pid and p[1] == pid and p[2] == pid for p in before), (name, pid, before)
+        assert set(_sleeps(secs)) <= {p[0] for p in before}, (_sleeps(secs), before)
+        assert {p[2] for p in before if p[3] == f"sleep {secs}"} == sessions  # two hosts, two sessions
+        if first_orch == "killed":
+            proc.kill()  # orch dies without a word; the agents run on, detached, on their hosts
+            proc.communicate()
+            assert sorted(_sleeps(secs)) == sorted(p[0] for p in before if p[3] == f"sleep {secs}")
+
+        res = orch("cancel", run_id, "--json", timeout=scaled(240))  # a second process, knowing only the run id
+        assert res.returncode == 0, res.stderr[-3000:]
+        assert json.loads(res.stdout) == {
+            "run_id": run_id,
+            "suite": "cancel-sleeper",
+            "status": "cancelled",
+            "hosts": [{"host": name, "status": "cancelled", "results": 0, "errors": 0, "error": None,
+                       "state_dir": None} for name in HOSTS],  # fmt: skip
+        }
+        left = _in_sessions(sessions)  # named in the failure: what the cancel left running
+        wait_for(lambda: not _in_sessions(sessions) and not _sleeps(secs), timeout_s=60,
+                 what=f"no process of the run left on the hosts (left when orch cancel returned: {left})")  # fmt: skip
+
+        if first_orch == "running":  # the orch that started the run sees each agent's cancelled done line
+            out, err = proc.communicate(timeout=scaled(240))
+            assert proc.returncode == 1, err[-3000:]
+            doc = json.loads(out)
+            assert (doc["run_id"], doc["status"]) == (run_id, "cancelled"), doc
+            assert [(h["host"], h["status"], h["results"]) for h in doc["hosts"]] == [
+                (name, "cancelled", 0) for name in HOSTS
+            ]
+        detail = store.get_run(run_id)
+        assert (detail.status, detail.results) == ("cancelled", 0)
+        assert [(h.host, h.status) for h in detail.host_runs] == [(name, "cancelled") for name in HOSTS]
+        for name in HOSTS:  # each agent wrote its end: a done line saying cancelled
+            lines = (homes[name] / ".orch" / "runs" / run_id / name / "events.jsonl").read_text().splitlines()
+            done = json.loads(lines[-1])
+            assert (done["type"], done["status"]) == ("done", "cancelled"), lines[-1]
+        again = orch("cancel", run_id)
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert f"run {run_id} already finished (cancelled); there is nothing to cancel" in again.stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill({p[0] for p in _in_sessions(set(workers.values()))} | set(_sleeps(secs)))
+        store.close()
