@@ -75,6 +75,18 @@ def two_hosts(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, list[Any]]:
 
 
 @pytest.fixture
+def one_host_any_db(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Orch, Any]:
+    """One sshd host (gpu-a in group ct200) and orch on the parametrized store (SQLite, PostgreSQL), migrated."""
+    a = sshd_bed.add("gpu-a")
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a]}))
+    store = Store.from_url(db_url)
+    store.upgrade()
+    store.close()
+    return Orch(inv, db_url, tmp_path), a
+
+
+@pytest.fixture
 def two_hosts_any_db(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Orch, list[Any]]:
     """As ``two_hosts``, once on SQLite and once on a real PostgreSQL (``db_url`` of tests/plugins/pg.py),
     migrated with ``orch db upgrade`` as a user of a server database would."""

@@ -18,7 +18,7 @@ import pytest
 
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch
-from tests.plugins.sshd import SshdBed, SshdHost
+from tests.plugins.sshd import SshdHost
 
 pytestmark = [pytest.mark.sshd]
 
@@ -39,14 +39,8 @@ metrics:
 
 
 @pytest.fixture
-def bed(sshd_bed: SshdBed, tmp_path: Path, db_url: str) -> tuple[Orch, SshdHost]:
-    a = sshd_bed.add("gpu-a")
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a]}))
-    store = Store.from_url(db_url)
-    store.upgrade()
-    store.close()
-    return Orch(inv, db_url, tmp_path), a
+def bed(one_host_any_db: tuple[Orch, SshdHost]) -> tuple[Orch, SshdHost]:
+    return one_host_any_db
 
 
 def _suite(tmp_path: Path, name: str, tool: str, cases: list[int]) -> Path:
