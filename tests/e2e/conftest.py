@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
 from tests.plugins.sshd import SshdBed
 
@@ -155,3 +156,17 @@ def run_suite_b300(orch: Orch, suites: Path, suite: str) -> tuple[dict[str, Any]
     finally:
         store.close()
     return doc, rows
+
+
+def finished_run(store: Store, suite: str, host: str, events: list[Event], *, facts: dict[str, Any] | None = None,
+                 preset: str | None = None) -> str:  # fmt: skip
+    """A completed run of ``suite`` on one ``host`` (facts: no GPU unless given) holding ``events``, written
+    straight into ``store`` — for tests of what the CLI shows of stored runs. Returns the run id."""
+    store.upsert_host(host, address=None, group="g", labels={})
+    rid = store.create_run(suite=suite, params={}, preset=preset, label=None, hosts=[host],
+                           started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(rid, host, facts={"gpus": []} if facts is None else facts, agent_version="v", build_sha=None)
+    store.ingest(rid, host, events)
+    store.finish_host_run(rid, host, "completed")
+    store.finish_run(rid, "completed")
+    return rid

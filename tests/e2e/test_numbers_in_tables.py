@@ -5,38 +5,23 @@ figures and never turns a non-zero value into 0 — in ``runs show`` (moe-sweep 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from orchestrator.numfmt import number
 from orchestrator.protocol import Event
 from orchestrator.runner import enrich_event
 from orchestrator.store.repo import Store
+from tests.e2e.conftest import finished_run, sqlite_db
 from tests.e2e.test_untrusted_text import _orch
 
 TINY = {"E": 16, "k": 4, "shared": 1, "H": 256, "I": 128, "dtype": "fp32"}
 
 
-@pytest.fixture
-def db(tmp_path: Path) -> Iterator[tuple[str, Store]]:
-    url = f"sqlite:///{tmp_path / 'orch.db'}"
-    store = Store.from_url(url)
-    store.upgrade()
-    yield url, store
-    store.close()
+db = pytest.fixture(sqlite_db, name="db")
 
 
 def _run(store: Store, suite: str, events: list[Event]) -> str:
-    store.upsert_host("cpu-0", address=None, group="g", labels={})
-    rid = store.create_run(suite=suite, params={}, preset=None, label=None, hosts=["cpu-0"],
-                           started_by="t@box", started_on="box")  # fmt: skip
-    store.start_host_run(rid, "cpu-0", facts={"gpus": []}, agent_version="v", build_sha=None)
-    store.ingest(rid, "cpu-0", events)
-    store.finish_host_run(rid, "cpu-0", "completed")
-    store.finish_run(rid, "completed")
-    return rid
+    return finished_run(store, suite, "cpu-0", events)
 
 
 def _rows(text: str) -> dict[str, list[str]]:

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.cli.render import NOISY_NOTE
 from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
-from tests.e2e.conftest import TINY_CASE, sqlite_db
+from tests.e2e.conftest import TINY_CASE, finished_run, sqlite_db
 from tests.e2e.test_untrusted_text import _orch
 
 TINY = TINY_CASE
@@ -19,18 +19,11 @@ db = pytest.fixture(sqlite_db, name="db")
 
 
 def _sweep(store: Store, host: str, suite: str, figures: dict[int, tuple[float, float, float]]) -> str:
-    store.upsert_host(host, address=None, group="g", labels={})
-    rid = store.create_run(suite=suite, params={}, preset="tiny", label=None, hosts=[host],
-                           started_by="t@box", started_on="box")  # fmt: skip
-    store.start_host_run(rid, host, facts={"gpus": []}, agent_version="v", build_sha=None)
-    store.ingest(rid, host, [
+    return finished_run(store, suite, host, [
         Event(seq=i, type="result", data={"case": {"M": m, **TINY}, "metrics": {"time_ms": {
             "value": med, "unit": "ms", "median": med, "p10": p10, "p90": p90, "n": 5}}})
         for i, (m, (med, p10, p90)) in enumerate(sorted(figures.items()))
-    ])  # fmt: skip
-    store.finish_host_run(rid, host, "completed")
-    store.finish_run(rid, "completed")
-    return rid
+    ], facts={"gpus": []}, preset="tiny")  # fmt: skip
 
 
 @pytest.mark.parametrize("suite", ["moe-sweep", "my-suite"])

@@ -11,7 +11,7 @@ import pytest
 from orchestrator.cli.render import PLATEAU_NOTE
 from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
-from tests.e2e.conftest import TINY_CASE, sqlite_db
+from tests.e2e.conftest import TINY_CASE, finished_run, sqlite_db
 from tests.e2e.test_untrusted_text import _orch
 
 TINY = TINY_CASE
@@ -19,17 +19,10 @@ db = pytest.fixture(sqlite_db, name="db")
 
 
 def _sweep(store: Store, host: str, facts: dict[str, Any], times: dict[int, float]) -> str:
-    store.upsert_host(host, address=None, group="g", labels={})
-    rid = store.create_run(suite="moe-sweep", params={}, preset="tiny", label=None, hosts=[host],
-                           started_by="t@box", started_on="box")  # fmt: skip
-    store.start_host_run(rid, host, facts=facts, agent_version="v", build_sha=None)
-    store.ingest(rid, host, [
+    return finished_run(store, "moe-sweep", host, [
         Event(seq=i, type="result", data={"case": {"M": m, **TINY}, "metrics": {"time_ms": {"value": t, "unit": "ms"}}})
         for i, (m, t) in enumerate(sorted(times.items()))
-    ])  # fmt: skip
-    store.finish_host_run(rid, host, "completed")
-    store.finish_run(rid, "completed")
-    return rid
+    ], facts=facts, preset="tiny")  # fmt: skip
 
 
 def test_a_cpu_ramp_says_no_plateau_and_why_the_percent_columns_are_empty(db: tuple[str, Store]) -> None:

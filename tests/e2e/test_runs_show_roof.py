@@ -14,7 +14,7 @@ from orchestrator.protocol import Event
 from orchestrator.runner import enrich_event
 from orchestrator.store.compute import short_run_id
 from orchestrator.store.repo import Store
-from tests.e2e.conftest import TINY_CASE, sqlite_db
+from tests.e2e.conftest import TINY_CASE, finished_run, sqlite_db
 from tests.e2e.test_untrusted_text import _orch
 
 TINY = TINY_CASE
@@ -22,14 +22,7 @@ db = pytest.fixture(sqlite_db, name="db")
 
 
 def _run(store: Store, suite: str, events: list[Event]) -> str:
-    store.upsert_host("gpu-0", address=None, group="g", labels={})
-    rid = store.create_run(suite=suite, params={}, preset=None, label=None, hosts=["gpu-0"],
-                           started_by="t@box", started_on="box")  # fmt: skip
-    store.start_host_run(rid, "gpu-0", facts={"gpus": []}, agent_version="v", build_sha=None)
-    store.ingest(rid, "gpu-0", events)
-    store.finish_host_run(rid, "gpu-0", "completed")
-    store.finish_run(rid, "completed")
-    return rid
+    return finished_run(store, suite, "gpu-0", events)
 
 
 def test_above_the_roof_is_marked_cache_and_the_roof_run_is_named(db: tuple[str, Store]) -> None:
