@@ -9,10 +9,12 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from sqlalchemy import update
 from sqlalchemy.dialects import sqlite
 
 from orchestrator.protocol import Event
 from orchestrator.store import compute, repo
+from orchestrator.store.models import HostRun
 from orchestrator.store.repo import Store
 
 
@@ -71,3 +73,42 @@ def test_sqlite_times_are_utc_whatever_the_local_zone(tokyo: None) -> None:
     want = sqlite.DATETIME().bind_processor(sqlite.dialect())(aware.replace(tzinfo=None))  # type: ignore[misc]
     assert repo._sqlite_datetime(aware) == want == "2023-11-14 22:13:20.000000"
 
+
+def _counts(store: Store, run_id: str) -> dict[str, tuple[int, int, int]]:
+    return {h.host: (h.last_seq, h.results, h.errors) for h in store.get_run(run_id).host_runs}
+
+
+def _error(seq: int) -> Event:
+    return Event(seq=seq, type="error", data={"message": "OOM", "case": {"M": seq}, "case_index": seq})
+
+
+def _ok(seq: int) -> Event:
+    return Event(seq=seq, type="result", data={"case": {"M": seq}, "case_index": seq,
+                                               "metrics": {"x": {"value": 1, "unit": "u"}}})  # fmt: skip
+
+
+def test_the_unique_backstop_recounts_ok_and_error_rows_of_each_host_run_of_its_own_run(store: Store) -> None:
+    """A racing writer stored h1's first lines (its last_seq is stale): the backstop drops them and every host run
+    of the call is recounted from the table — ok and error rows apart, only its own run's rows (``other`` holds
+    rows of a host of the same name), and a host run with no row at all counts 0 and 0."""
+    run_id, other = _run(store, ["h1", "h2", "h3"]), _run(store, ["h1"])
+    store.ingest_many([(other, "h1", [_ok(0), _ok(1), _error(2)])])
+    store.ingest_many([(run_id, "h1", [_ok(0), _error(1)]), (run_id, "h2", [_error(0)])])
+    with store.engine.begin() as conn:  # the racing writer read h1's last_seq before the lines above
+        conn.execute(update(HostRun).where(HostRun.run_id == run_id, HostRun.host == "h1").values(last_seq=-1))
+    log = Event(seq=0, type="log", data={"message": "starting"})
+    got = store.ingest_many([(run_id, "h1", [_ok(0), _error(1), _ok(2), _error(3)]), (run_id, "h3", [log]),
+                             (run_id, "h2", [_ok(1)])])  # fmt: skip
+    assert got == [2, 0, 1]
+    assert _counts(store, run_id) == {"h1": (3, 2, 2), "h2": (1, 1, 1), "h3": (0, 0, 0)}
+    assert _counts(store, other) == {"h1": (2, 2, 1)}
+    assert store.results(run_id).total == 6
+
+
+def test_a_gap_in_positions_is_refused_with_the_host_run_and_both_positions(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    store.ingest(run_id, "h1", [_ok(0)])
+    with pytest.raises(ValueError) as err:
+        store.ingest(run_id, "h1", [_ok(1), _ok(3)])
+    assert str(err.value) == (f"ingest for h1 in run {run_id}: position 3 follows 1; positions must be contiguous")
+    assert _counts(store, run_id) == {"h1": (0, 1, 0)}  # nothing of the batch stored
