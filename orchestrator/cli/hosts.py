@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Annotated
 
 import typer
 
 from orchestrator.cli import complete, render
 from orchestrator.cli.context import app_context
+from orchestrator.errors import UsageError
 
 app = typer.Typer(
     help="Show the inventory; record a host's SSH key after confirming its fingerprint.", no_args_is_help=True
@@ -76,6 +78,12 @@ def trust_host(
     trust.refuse_changed(offer, replace)  # before asking: a changed key without --replace is refused anyway
     confirmed = fingerprint
     if confirmed is None:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                f"orch hosts trust asks for the fingerprint of {host}'s key, and stdin is not a terminal",
+                f"compare the fingerprint above with the host's console, then: orch hosts trust {host} "
+                "--fingerprint SHA256:...",
+            )
         confirmed = typer.prompt(
             "Type the fingerprint you verified on the host's console (SHA256:...), or Ctrl-C to stop",
             default="",

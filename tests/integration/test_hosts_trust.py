@@ -7,6 +7,7 @@ from __future__ import annotations
 import getpass
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,26 @@ async def test_wrong_fingerprint_is_refused_and_nothing_written(
     assert client_home.known_hosts.read_bytes() == before
     assert not (client_home.ssh_dir / "known_hosts.old").exists()
     assert (await doctor_one("tr-wrong", entry(h))).check("hostkey").data["verdict"] == "unknown"
+
+
+async def test_no_terminal_to_ask_on_is_a_usage_error_naming_fingerprint(
+    sshd_bed: SshdBed, client_home: ClientHome, tmp_path: Path
+) -> None:
+    # the new-user trial: `orch hosts trust box </dev/null` printed the prompt, then "Aborted." with exit 130
+    h = sshd_bed.add("tr-notty", trusted=False)
+    inv = _inventory(tmp_path, {"tr-notty": h})
+    before = client_home.known_hosts.read_bytes()
+    res = subprocess.run(
+        [sys.executable, "-m", "orchestrator", "hosts", "trust", "tr-notty", "--timeout", str(peers.TIMEOUT_S)],
+        cwd=tmp_path, env=peers.cli_env(client_home.home, inv, tmp_path), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=scaled(120),
+    )  # fmt: skip
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = " ".join(res.stderr.split())
+    assert "stdin is not a terminal" in err and "orch hosts trust tr-notty --fingerprint SHA256:" in err, err
+    assert _fp(h) in res.stdout  # the offered key's fingerprint is shown, to compare with the console
+    assert "Aborted" not in res.stdout + res.stderr and "Traceback" not in res.stderr
+    assert client_home.known_hosts.read_bytes() == before
 
 
 async def test_changed_key_needs_replace_which_keeps_a_backup(
