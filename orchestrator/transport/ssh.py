@@ -580,7 +580,16 @@ class SshTransport:
         parent = str(Path(remote).parent)
         tmp = f"{remote}.{uuid.uuid4().hex[:12]}.part"  # unique: homes shared over NFS see concurrent uploads
         try:
-            async with self._conn.start_sftp_client() as sftp:
+            client = await self._conn.start_sftp_client()
+        except (asyncssh.SFTPError, asyncssh.Error, OSError) as exc:  # sshd refused the subsystem request
+            raise HostError(
+                self.host,
+                f"cannot upload {local.name}: the host's sshd offers no SFTP subsystem ({exc})",
+                "enable it in the host's sshd_config (`Subsystem sftp internal-sftp`, or Debian's "
+                "`Subsystem sftp /usr/lib/openssh/sftp-server`) and reload sshd; orch deploys over SFTP",
+            ) from None
+        try:
+            async with client as sftp:
                 if parent not in ("", "."):
                     await sftp.makedirs(parent, exist_ok=True)
                 try:

@@ -16,6 +16,7 @@ import pytest
 from orchestrator.analysis.plateau import moe_points, sweep_plateau
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch
+from tests.plugins.sshd import SshdBed
 from tests.plugins.timing import scaled, wait_for
 
 pytestmark = [pytest.mark.sshd, pytest.mark.torch]
@@ -37,6 +38,19 @@ def test_deploy_twice_uploads_nothing_the_second_time(two_hosts: tuple[Orch, lis
     sha = first["hosts"][0]["agent_sha"]
     for h in hosts:
         assert (h.home / ".orch" / "agent" / sha / "agent.pyz").is_file()
+
+
+def test_deploy_to_an_sshd_without_sftp_names_the_subsystem(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    # the new-user trial: "SFTP upload ... failed: Session request failed", hint "check free disk space"
+    h = sshd_bed.add("no-sftp", extra_config=["Subsystem other /bin/true"])
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"lab": [h]}))
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    res = orch("deploy", "--hosts", "lab")
+    assert res.returncode == 1, res.stdout + res.stderr
+    text = " ".join((res.stdout + res.stderr).split())
+    assert "the host's sshd offers no SFTP subsystem" in text and "Subsystem sftp internal-sftp" in text, text
+    assert "disk space" not in text
 
 
 def test_deploy_build_content_addressed_and_switched(two_hosts: tuple[Orch, list[Any]], tmp_path: Path) -> None:

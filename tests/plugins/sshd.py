@@ -96,7 +96,11 @@ class SshdHost:
             ),
             "MaxAuthTries 6",
             "SetEnv " + " ".join(f"{k}={v}" for k, v in {"HOME": str(self.home), **self.env}.items()),
-            f"Subsystem sftp internal-sftp -d {self.home}",
+            *(
+                ()  # a test's own Subsystem lines replace the default (no SFTP: a subsystem of another name)
+                if any(x.lower().startswith("subsystem") for x in self.extra_config)
+                else [f"Subsystem sftp internal-sftp -d {self.home}"]
+            ),
             "LogLevel VERBOSE",
             *self.extra_config,
         ]
