@@ -51,6 +51,17 @@ def test_nonzero_exit_raises_with_stderr_tail() -> None:
         run_case(case, Context(repeat=1, warmup=0))
 
 
+def test_a_traceback_puts_its_last_line_first_so_a_one_line_summary_names_the_cause() -> None:
+    # the new-user trial: the summary showed "stderr: Traceback (most recent call last):\n  File "<str" only
+    case = _case("raise ValueError('negative count')")
+    with pytest.raises(RuntimeError) as exc:
+        run_case(case, Context(repeat=1, warmup=0))
+    first, *rest = str(exc.value).splitlines()
+    cause = "exited with status 1: ValueError: negative count"
+    assert first.endswith(f"{cause}; stderr: Traceback (most recent call last):"), first
+    assert rest[-1] == "ValueError: negative count"  # the whole tail is still there
+
+
 def test_a_command_killed_by_a_signal_is_named() -> None:
     case = _case("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     with pytest.raises(RuntimeError, match="was killed by signal KILL; stderr: "):

@@ -59,6 +59,17 @@ def _tail(data: bytes, n: int) -> str:
     return data[-n:].decode("utf-8", "replace")
 
 
+def with_stderr(what: str, tail: str) -> str:
+    """``what`` (how the command ended) and its stderr's tail. A tail of several lines puts its last non-empty
+    line first (where Python's traceback and most tools print the error), so a one-line summary of the message
+    names the cause: ``bench exited with status 1: ValueError: negative count; stderr: Traceback ...``."""
+    tail = tail.strip()
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    if len(lines) > 1:
+        return f"{what}: {lines[-1][:200]}; stderr: {tail}"
+    return "{}; stderr: {}".format(what, tail or "(empty)")
+
+
 def _kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -109,8 +120,9 @@ def _run_once(argv: list[str], env: dict[str, str], cwd: str, timeout_s: float, 
         _kill_group(proc)
         proc.wait()
         raise CommandFailed(
-            "{} ran past timeout_s={:g} s and was killed; stderr: {}".format(
-                argv[0], timeout_s, _tail(_read_tail(err_path, 1000), 1000).strip() or "(empty)"
+            with_stderr(
+                f"{argv[0]} ran past timeout_s={timeout_s:g} s and was killed",
+                _tail(_read_tail(err_path, 1000), 1000),
             )
         ) from None
     except BaseException:  # a cancel (SIGTERM -> Cancelled) or anything else: leave nothing running
@@ -185,10 +197,9 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
                 wall_ms = (time.perf_counter() - t0) * 1000.0
                 if code != 0:
                     raise CommandFailed(
-                        "{} {}; stderr: {}".format(
-                            " ".join(run_argv[:3]),
-                            ended(code),
-                            _tail(_read_tail(paths["stderr"], 1000), 1000).strip() or "(empty)",
+                        with_stderr(
+                            "{} {}".format(" ".join(run_argv[:3]), ended(code)),
+                            _tail(_read_tail(paths["stderr"], 1000), 1000),
                         )
                     )
                 if uses_output:
