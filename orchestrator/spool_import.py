@@ -13,8 +13,10 @@ The run is the one named by the spool's ``hello`` (its ``run_id``); it is create
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -116,7 +118,7 @@ def import_spool(
     summary = host_facts_summary(facts)
     created = False
     if existing is None:
-        created = _create_run(store, path, run_id, suite, name)
+        created = _create_run(store, path, run_id, suite, name, hello)
         existing = None if created else _existing_hosts(store, run_id)  # another import made it meanwhile
     if existing is not None:
         _check_run(store, path, run_id, suite, name, hello, summary)
@@ -233,17 +235,32 @@ def _existing_hosts(store: Store, run_id: str) -> list[str] | None:
         return None
 
 
-def _create_run(store: Store, path: Path, run_id: str, suite: str, host: str) -> bool:
+def _create_run(store: Store, path: Path, run_id: str, suite: str, host: str, hello: Event) -> bool:
     """Create the spool's run unless another writer (a concurrent import of a spool of the same run) just did:
-    insert-or-get, so concurrent imports into a new store give one run and no error. True when this call made it."""
+    insert-or-get, so concurrent imports into a new store give one run and no error. True when this call made it.
+    The run started when the agent wrote its hello (not at the import); its preset is the one in the run
+    directory's ``spec.json`` beside the spool when that was copied too."""
+    started = datetime.fromtimestamp(hello.ts, timezone.utc) if hello.ts is not None else None
     try:
-        store.create_run(suite=suite, params={"imported_from": str(path)}, preset=None, label=None, hosts=[host],
-                         started_by="orch runs import", started_on=str(path), run_id=run_id)  # fmt: skip
+        store.create_run(suite=suite, params={"imported_from": str(path)}, preset=_spec_preset(path), label=None,
+                         hosts=[host], started_by="orch runs import", started_on=str(path), run_id=run_id,
+                         started_at=started)  # fmt: skip
     except StoreError:  # a unique key taken meanwhile (runs.id, hosts.name): the run is there now, or this is real
         if _existing_hosts(store, run_id) is None:
             raise
         return False
     return True
+
+
+def _spec_preset(path: Path) -> str | None:
+    """The preset named by ``spec.json`` in the spool's directory (the agent's run directory), if it was copied
+    with it and names one; None otherwise (the import does not need it)."""
+    try:
+        spec = json.loads((path.parent / "spec.json").read_text())
+    except (OSError, ValueError):
+        return None
+    preset = spec.get("preset") if isinstance(spec, dict) else None
+    return preset if isinstance(preset, str) and preset else None
 
 
 def _add_host(store: Store, run_id: str, host: str) -> None:

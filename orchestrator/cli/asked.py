@@ -22,7 +22,10 @@ def asked_argv(params: dict[str, Any]) -> list[str]:
 
 
 def asked_line(params: dict[str, Any]) -> str:
-    """``asked: --set M=1,8 --repeat 20`` (quoted as a shell would need), or ``asked: defaults``."""
+    """``asked: --set M=1,8 --repeat 20`` (quoted as a shell would need), or ``asked: defaults``; for a run
+    made by ``orch runs import`` (its options were never seen) ``asked: unknown (imported from PATH)``."""
+    if params.get("imported_from"):
+        return f"asked: unknown (imported from {params['imported_from']})"
     argv = asked_argv(params)
     return "asked: " + (shlex.join(argv) if argv else "defaults")
 

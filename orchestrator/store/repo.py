@@ -271,9 +271,10 @@ class Store:
         started_by: str,
         started_on: str,
         run_id: str | None = None,
+        started_at: datetime | None = None,
     ) -> str:
-        """A new run (status ``running``, UUIDv7 id unless ``run_id`` is given: an imported spool's run), one
-        ``pending`` host run per host; returns the id."""
+        """A new run (status ``running``, UUIDv7 id unless ``run_id`` is given: an imported spool's run, which
+        also gives ``started_at``, aware), one ``pending`` host run per host; returns the id."""
         run_id = run_id or compute.uuid7()
         now = _now()
         with self._write() as s:
@@ -291,7 +292,7 @@ class Store:
                     status="running",
                     started_by=started_by,
                     started_on=started_on,
-                    started_at=now,
+                    started_at=started_at or now,
                     info={},
                 )
             )

@@ -54,6 +54,25 @@ def test_import_creates_the_run_and_a_second_import_stores_nothing(store: Store,
     assert detail.host_run("node-7").error is None  # type: ignore[union-attr]
 
 
+def test_an_imported_run_started_when_its_agent_did_with_the_spec_s_preset(store: Store, tmp_path: Path) -> None:
+    # the new-user trial: a run imported into a store that never saw it said "started <import time>",
+    # "asked: defaults", "preset: none" — none of it true of the run
+    from orchestrator.cli.asked import asked_line
+
+    spool = _spool(tmp_path / "events.jsonl")
+    (tmp_path / "spec.json").write_text(json.dumps({"run_id": RUN_ID, "suite": "noop", "preset": "tiny"}))
+    _import(store, spool)
+    detail = store.get_run(RUN_ID)
+    assert detail.started_at.timestamp() == 1_800_000_000.0  # the hello's ts, not the import's
+    assert detail.preset == "tiny"
+    assert asked_line(detail.params) == f"asked: unknown (imported from {spool})"
+    other = tmp_path / "b"
+    other.mkdir()
+    (other / "spec.json").write_text("not json")
+    _import(store, _spool(other / "events.jsonl"), host="node-8")  # a second host's spool: the run is kept as is
+    assert store.get_run(RUN_ID).preset == "tiny"
+
+
 def test_import_completes_a_run_whose_host_was_lost_mid_run(store: Store, tmp_path: Path) -> None:
     """The live run stored 2 lines and lost the host (partial); the spool copied off it later brings the rest."""
     spool = _spool(tmp_path / "events.jsonl")
