@@ -45,6 +45,14 @@ if [ ! -x .venv/bin/python ]; then
   step "creating .venv (a Python virtual environment for orch)..."
   python3 -m venv .venv
 fi
+# pip runs only when pyproject.toml changed since the last setup that finished (its sha256 in .venv): a second
+# setup with nothing to do takes seconds, not the ~25 s of pip resolving every dependency again
+stamp=.venv/.orch-setup-pyproject.sha256
+if [ -f "$stamp" ] && sha256sum --quiet -c "$stamp" >/dev/null 2>&1 \
+   && .venv/bin/python -c 'import orchestrator, torch, asyncssh, transformers' >/dev/null 2>&1; then
+  step "done: .venv is ready (pyproject.toml unchanged since the last setup; delete $stamp to reinstall)"
+  exit 0
+fi
 step "updating pip in .venv..."
 .venv/bin/python -m pip install -q --disable-pip-version-check --upgrade pip 2>&1 | pip_filter || true
 # torch: the CPU build (2.13.0) for the local host and the test bed's simulated hosts.
@@ -58,4 +66,5 @@ PYTHONWARNINGS=ignore .venv/bin/python -m pip install --disable-pip-version-chec
 # local host and the test bed's hosts.
 step "checking the installation (import orchestrator, torch, asyncssh, transformers)..."
 .venv/bin/python -c 'import orchestrator, torch, asyncssh, transformers' >/dev/null
+sha256sum pyproject.toml > "$stamp"
 step "done: .venv is ready"
