@@ -499,15 +499,15 @@ def run_detail(run: Any, results: list[Any]) -> None:
             c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
         if run.suite == "moe-sweep":
             for note in percent_reasons(host, run.host_run(host), rows):
-                c.print(f"[dim]{safe(note, lines=True)}[/dim]", soft_wrap=True)
+                c.print(f"[dim]{safe(note, lines=True)}[/dim]")  # prose: wrapped at words, at the width
     run_conditions(run, results)
     for host, rows in by_host.items():
         noisy = noisy_cases(rows, ("time_ms",) if run.suite == "moe-sweep" else None)
         if noisy:
             shown = "; ".join(noisy[:8]) + (f"; and {counted(len(noisy) - 8, 'case')} more" if len(noisy) > 8 else "")
-            c.print(f"[yellow]noisy:[/yellow] {safe(host)}: {safe(shown)} — {NOISY_NOTE}", soft_wrap=True)
+            c.print(f"[yellow]noisy:[/yellow] {safe(host)}: {safe(shown)} — {NOISY_NOTE}")
     if any(p is not None for p in plateaus.values()):
-        c.print(f"[dim]{PLATEAU_NOTE}[/dim]", soft_wrap=True)
+        c.print(f"[dim]{PLATEAU_NOTE}[/dim]")
     for host, rows in by_host.items():
         for r in rows:
             for w in result_warnings(r):

@@ -4,6 +4,7 @@ footnote, "no plateau within the sweep" for a ramp, and why the percent columns 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ import pytest
 from orchestrator.cli.render import PLATEAU_NOTE
 from orchestrator.protocol import Event
 from orchestrator.store.repo import Store
-from tests.e2e.conftest import TINY_CASE, finished_run, sqlite_db
+from tests.e2e.conftest import LOCAL_INVENTORY, TINY_CASE, Orch, finished_run, sqlite_db
 from tests.e2e.test_untrusted_text import _orch
 
 TINY = TINY_CASE
@@ -44,6 +45,19 @@ def test_a_cpu_ramp_says_no_plateau_and_why_the_percent_columns_are_empty(db: tu
     assert host["plateau"]["reason"] == (
         "no plateau within the sweep (the time per call never stays flat between two points)"
     )
+
+
+def test_notes_wrap_at_words_within_100_columns(db: tuple[str, Store], tmp_path: Path) -> None:
+    # the new-user trial: on a 100-column terminal the notes under the tables ran up to 314 characters a line
+    url, store = db
+    rid = _sweep(store, "cpu-0", {"gpus": []}, {2**i: 0.1 * 2**i for i in range(7)})
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(LOCAL_INVENTORY)
+    res = Orch(inv, url, tmp_path)("runs", "show", rid, columns=100)
+    assert res.returncode == 0, res.stderr
+    assert max(len(line) for line in res.stdout.splitlines()) <= 100, res.stdout
+    flat = " ".join(res.stdout.split())
+    assert "% of roof is - : no hbm-bandwidth run on cpu-0 yet; measure its copy roof with: orch run" in flat
 
 
 def test_a_flat_sweep_names_its_plateau_and_an_unknown_gpu(db: tuple[str, Store]) -> None:
