@@ -18,9 +18,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from orchestrator.analysis.stats import ALPHA
-from orchestrator.errors import OrchError, UsageError
+from orchestrator.errors import IncomparableError, OrchError, UsageError
 from orchestrator.inventory import Inventory
 from orchestrator.runner import Observer, Runner, RunOutcome, RunRequest
+from orchestrator.store.coverage_repo import CaseRef, Coverage, coverage
 from orchestrator.store.records import CompareCase, Comparison
 from orchestrator.store.repo import Store
 from orchestrator.store.stats_repo import (
@@ -172,6 +173,9 @@ def parse_cases(store: Store, run_id: str, specs: Sequence[str]) -> list[dict[st
 
 
 EXIT_REGRESSION = 1
+EXIT_INCOMPLETE = 1
+"""``orch runs check``'s exit status when HEAD lacks cases BASE measured, or has failed cases, and
+``--allow-missing`` was not given: a gate that judged only what is left would pass a run that lost cases."""
 EXIT_INCONCLUSIVE = 3
 """``orch runs check``'s exit status when no case is a regression but some case could not be judged (too few
 samples for the rank test, no direction for the metric) and no decision rule on the medians applies: a gate
@@ -301,6 +305,23 @@ class CheckOutcome:
     reproduced: list[CompareCase] = field(default_factory=list)
     untested: list[Untested] = field(default_factory=list)
     min_change: float | None = None
+    coverage: Coverage | None = None
+    allow_missing: bool = False
+
+    @property
+    def missing(self) -> list[CaseRef]:
+        """BASE's cases HEAD has no ok result of (``coverage_repo.coverage``)."""
+        return list(self.coverage.missing) if self.coverage else []
+
+    @property
+    def failed(self) -> list[CaseRef]:
+        """HEAD's failed cases (error rows naming a case)."""
+        return list(self.coverage.failed) if self.coverage else []
+
+    @property
+    def incomplete(self) -> bool:
+        """HEAD lacks cases or has failed cases, and ``--allow-missing`` was not given."""
+        return bool(self.missing or self.failed) and not self.allow_missing
 
     @property
     def by_medians(self) -> list[Untested]:
@@ -321,14 +342,17 @@ class CheckOutcome:
         return bool(self.reproduced) if self.confirm else bool(self.flagged)
 
     @property
-    def verdict(self) -> Literal["regression", "inconclusive", "pass"]:
+    def verdict(self) -> Literal["regression", "incomplete", "inconclusive", "pass"]:
         if self.regression:
             return "regression"
+        if self.incomplete:
+            return "incomplete"
         return "inconclusive" if self.cannot_judge else "pass"
 
     @property
     def exit_code(self) -> int:
-        return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE, "pass": 0}[self.verdict]
+        codes = {"regression": EXIT_REGRESSION, "incomplete": EXIT_INCOMPLETE, "inconclusive": EXIT_INCONCLUSIVE}
+        return codes.get(self.verdict, 0)
 
     def to_dict(self) -> dict[str, Any]:
         def case(c: CompareCase) -> dict[str, Any]:
@@ -352,6 +376,9 @@ class CheckOutcome:
             "min_change": self.min_change,
             "slower": [case(c) for c in self.slower],
             "untested": [u.to_dict() for u in self.untested],
+            "missing": [m.to_dict() for m in self.missing],
+            "failed": [f.to_dict() for f in self.failed],
+            "allow_missing": self.allow_missing,
             "confirm": self.confirm,
             "rerun_run_id": self.rerun.run_id if self.rerun else None,
             "rerun_status": self.rerun.status if self.rerun else None,
@@ -397,6 +424,7 @@ async def check(
     confirm: bool = False,
     metric: str | None = None,
     min_change: float | None = None,
+    allow_missing: bool = False,
     registry: Registry | None = None,
     observer: Observer | None = None,
     timeout_s: float = 10.0,
@@ -405,7 +433,10 @@ async def check(
     ``judge_untested`` (``min_change``: relative, e.g. 0.10, or None). With ``confirm``, replay the flagged
     cases of ``head`` on their hosts and compare that rerun against ``base`` the same way. Raises UsageError for
     a run compared with itself or a negative ``min_change``, what ``Store.compare`` raises, and OrchError when
-    the rerun stored no result."""
+    the rerun stored no result or HEAD measured no case at all (a run failure, exit 1, naming its failed cases).
+
+    Completeness (``coverage_repo.coverage``): BASE's cases HEAD lacks and HEAD's failed cases make the verdict
+    ``incomplete`` (exit 1) unless ``allow_missing``; they are reported either way."""
     if head == base:
         raise UsageError(
             f"orch runs check: HEAD and --base are the same run ({head}): a run compared with itself shows nothing",
@@ -413,10 +444,16 @@ async def check(
         )
     if min_change is not None and not (0.0 <= min_change < 10.0):
         raise UsageError(f"--min-change {min_change}: not a relative change", "e.g. --min-change 0.05 for 5%")
-    cmp = store.compare(base, head, metric=metric)
+    try:
+        cmp = store.compare(base, head, metric=metric)
+    except IncomparableError:
+        _raise_if_head_measured_nothing(store, base, head, metric)
+        raise
+    cov = coverage(store, base, head, cmp.metric)
     slower = _slower(cmp)
     untested = _untested(store, cmp, min_change)
-    first = CheckOutcome(cmp, slower, confirm, untested=untested, min_change=min_change)
+    first = CheckOutcome(cmp, slower, confirm, untested=untested, min_change=min_change, coverage=cov,
+                         allow_missing=allow_missing)  # fmt: skip
     flagged = first.flagged
     if not confirm or not flagged:
         return first
@@ -439,4 +476,26 @@ async def check(
     again = {(c.host, c.case_key) for c in again_outcome.flagged}
     wanted = {(c.host, c.case_key) for c in flagged}
     reproduced = [c for c in recheck.cases if (c.host, c.case_key) in again and (c.host, c.case_key) in wanted]
-    return CheckOutcome(cmp, slower, confirm, rerun, recheck, reproduced, untested, min_change)
+    return CheckOutcome(cmp, slower, confirm, rerun, recheck, reproduced, untested, min_change, cov, allow_missing)
+
+
+def _case_text(ref: CaseRef) -> str:
+    params = " ".join(f"{k}={v}" for k, v in ref.case.items() if k != "seed")
+    return f"{ref.host} {params}" if ref.host else params
+
+
+def _raise_if_head_measured_nothing(store: Store, base: str, head: str, metric: str | None) -> None:
+    """A HEAD run of BASE's suite with no ok result at all while BASE has some failed as a run: OrchError
+    (exit 1) naming its failed cases, not the usage error "share no case" (exit 2)."""
+    if store.get_run(base).suite != store.get_run(head).suite:
+        return
+    cov = coverage(store, base, head, None)
+    if cov.head_cases or not cov.base_cases:
+        return
+    failed = "; ".join(f"{_case_text(f)}: {f.error or 'error'}" for f in cov.failed[:5])
+    more = f" (and {len(cov.failed) - 5} more)" if len(cov.failed) > 5 else ""
+    raise OrchError(
+        f"head run {head} measured none of the {cov.base_cases} cases of base run {base}"
+        + (f"; {len(cov.failed)} failed: {failed}{more}" if cov.failed else ""),
+        f"a run that measured nothing cannot pass the gate; see why with `orch runs show {head}`",
+    )

@@ -125,13 +125,22 @@ def check(
             "(such cases are inconclusive unless calibrated or already beyond compare's 5%).",
         ),
     ] = None,
+    allow_missing: Annotated[
+        bool,
+        typer.Option(
+            "--allow-missing",
+            help="Judge only the cases both runs measured: cases of BASE that HEAD lacks and HEAD's failed cases "
+            "are listed but do not fail the gate. Default: they fail it (exit 1).",
+        ),
+    ] = False,
     suite_dir: SuiteDirOpt = None,
     timeout: TimeoutOpt = 10.0,
     json_out: JsonOpt = False,
 ) -> None:
     """A CI gate: compare HEAD against BASE with statistics (docs/statistics.md). Exit 1 on a regression — a
     case called slower, or one the test cannot judge whose medians moved beyond compare's 5% threshold (or
-    --min-change, or its calibrated band); with --confirm only those whose rerun is flagged again. Exit 3
+    --min-change, or its calibrated band); with --confirm only those whose rerun is flagged again; exit 1 also
+    when HEAD lacks cases BASE measured or has failed cases (unless --allow-missing), or measured none. Exit 3
     inconclusive: no regression, but some case could not be judged (too few samples: rerun both runs with the
     --repeat named). Exit 0 pass; 2 usage errors (unknown run, a run against itself, runs of different
     suites)."""
@@ -151,6 +160,7 @@ def check(
                 confirm=confirm,
                 metric=metric,
                 min_change=min_change,
+                allow_missing=allow_missing,
                 registry=app.registry(suite_dir or []) if confirm else None,
                 observer=progress,
                 timeout_s=timeout,

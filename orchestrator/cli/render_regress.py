@@ -125,6 +125,12 @@ def check_outcome(out: Any) -> None:
         )
     for u in out.untested:
         c.print(_untested_line(u), soft_wrap=True)
+    mark = "missing in head" if out.allow_missing else "[red]missing in head[/red]"
+    for m in out.missing:
+        c.print(f"{mark}: {_where(m)}", soft_wrap=True)
+    mark = "failed in head" if out.allow_missing else "[red]failed in head[/red]"
+    for f in out.failed:
+        c.print(f"{mark}: {_where(f)} ({safe(f.error or 'error')})", soft_wrap=True)
     flagged = out.flagged
     if out.confirm and flagged:
         c.print(f"confirming rerun: {short_run_id(out.rerun.run_id)} ({safe(out.rerun.status)})")
@@ -149,6 +155,13 @@ def check_outcome(out: Any) -> None:
                 "--confirm reruns them)",
                 soft_wrap=True,
             )
+    elif out.incomplete:
+        parts = [f"lacks {counted(len(out.missing), 'case')} of the base", f"{len(out.failed)} failed"]
+        c.print(
+            f"[red]incomplete[/red]: head {', '.join(parts)}; a gate passes only a run that measured every case "
+            "of the base (--allow-missing judges the shared cases alone) (exit 1)",
+            soft_wrap=True,
+        )
     elif unjudged:
         need = sorted({u.hint for u in unjudged})
         c.print(
@@ -158,6 +171,12 @@ def check_outcome(out: Any) -> None:
         )
     elif out.confirm and flagged:
         c.print("[green]no regression confirmed[/green]: no flagged case reproduced on rerun")
+    elif out.missing or out.failed:
+        c.print(
+            f"[green]pass[/green] (--allow-missing): no case called slower, every shared case judged; "
+            f"{counted(len(out.missing), 'case')} of the base missing, {len(out.failed)} failed",
+            soft_wrap=True,
+        )
     else:
         c.print("[green]pass[/green]: no case called slower, every case judged: no regression")
 

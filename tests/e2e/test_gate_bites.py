@@ -1,0 +1,119 @@
+"""``orch runs check`` (the real CLI process, a real SQLite store) never passes what it should fail (issue 19's
+new-user trial of the gate): a head run that lost cases or has failed cases, a head run whose every case
+failed, and a change far outside the spread hidden as "within noise" by one wide side.
+Runs are written straight into the store (``finished_run``): what is under test is the gate's reading of them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from orchestrator.protocol import Event
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch, finished_run, sqlite_db
+
+db = pytest.fixture(sqlite_db, name="db")
+HOST = "cpu-0"
+
+
+def _result(seq: int, m: int, samples: list[float]) -> Event:
+    xs = sorted(samples)
+    p10, med, p90 = (float(np.quantile(xs, q)) for q in (0.1, 0.5, 0.9))
+    return Event(seq=seq, type="result", data={
+        "case": {"M": m}, "metrics": {"time_ms": {"value": med, "unit": "ms", "median": med, "p10": p10,
+                                                  "p90": p90, "n": len(xs), "samples": list(samples)}}})  # fmt: skip
+
+
+def _error(seq: int, m: int, text: str) -> Event:
+    return Event(seq=seq, type="error", data={"case": {"M": m}, "message": text})
+
+
+def _quiet(center: float, n: int = 20, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(x) for x in center * (1 + 0.01 * rng.standard_normal(n))]
+
+
+def _run(store: Store, events: list[Event]) -> str:
+    return finished_run(store, "my-suite", HOST, events)
+
+
+def _orch(url: str, *argv: str) -> tuple[int, str]:
+    """The real ``orch`` process on the store at ``url``: exit status and stdout + stderr."""
+    tmp = Path(url.removeprefix("sqlite:///")).parent
+    inv = tmp / "inventory.yaml"
+    if not inv.exists():
+        inv.write_text("groups:\n  local:\n    hosts:\n      localhost: {connection: local}\n")
+    res = Orch(inv, url, tmp)(*argv, timeout=240, columns=400)
+    return res.returncode, res.stdout + res.stderr
+
+
+def _check(url: str, *args: str) -> tuple[int, str, dict[str, Any] | None]:
+    code, text = _orch(url, "runs", "check", *args)
+    jcode, jtext = _orch(url, "runs", "check", *args, "--json")
+    assert jcode == code, (code, jcode, text, jtext)
+    try:
+        doc = json.loads(jtext)
+    except ValueError:
+        doc = None
+    return code, " ".join(text.split()), doc
+
+
+def test_a_head_that_lost_a_case_or_failed_one_fails_the_gate(db: tuple[str, Store]) -> None:
+    url, store = db
+    base = _run(store, [_result(i, m, _quiet(10.0 * m, seed=i)) for i, m in enumerate((1, 2))])
+    # the finding: head partial, M=2 failed ("only in base: 1") -> "pass", exit 0
+    head = _run(store, [_result(0, 1, _quiet(10.0, seed=7)), _error(1, 2, "fake-tool exited 3: out of memory")])
+    code, text, doc = _check(url, head, "--base", base)
+    assert code == 1, text
+    assert "missing in head: cpu-0 M=2" in text
+    assert "failed in head: cpu-0 M=2 (fake-tool exited 3: out of memory)" in text
+    assert "incomplete: head lacks 1 case of the base, 1 failed" in text and "pass:" not in text
+    assert doc is not None and doc["verdict"] == "incomplete" and doc["exit_code"] == 1
+    assert doc["missing"] == [{"host": HOST, "case": {"M": 2}}]
+    assert doc["failed"] == [{"host": HOST, "case": {"M": 2}, "error": "fake-tool exited 3: out of memory"}]
+    # the explicit opt-out judges the shared case alone, and still names what it left out
+    code, text, doc = _check(url, head, "--base", base, "--allow-missing")
+    assert code == 0, text
+    assert "missing in head: cpu-0 M=2" in text
+    assert (
+        "pass (--allow-missing): no case called slower, every shared case judged; 1 case of the base "
+        "missing, 1 failed" in text
+    )
+    assert doc is not None and doc["verdict"] == "pass" and doc["allow_missing"] is True
+
+
+def test_a_rerun_missing_six_of_seven_cases_fails_the_gate(db: tuple[str, Store]) -> None:
+    url, store = db
+    ms = (1, 2, 4, 8, 16, 32, 64)
+    base = _run(store, [_result(i, m, _quiet(float(m), seed=i)) for i, m in enumerate(ms)])
+    head = _run(store, [_result(0, 8, _quiet(8.0, seed=99))])  # no error rows: the cases are just not there
+    code, text, doc = _check(url, head, "--base", base)
+    assert code == 1, text
+    assert doc is not None and sorted(x["case"]["M"] for x in doc["missing"]) == [1, 2, 4, 16, 32, 64]
+    assert doc["failed"] == [] and doc["verdict"] == "incomplete"
+    assert "incomplete: head lacks 6 cases of the base, 0 failed" in text
+    # a complete head of the same cases passes: the rule is about what is missing, not about the rerun
+    full = _run(store, [_result(i, m, _quiet(float(m), seed=50 + i)) for i, m in enumerate(ms)])
+    code, text, doc = _check(url, full, "--base", base)
+    assert code == 0, text
+    assert doc is not None and doc["missing"] == [] and doc["verdict"] == "pass"
+
+
+def test_a_head_whose_every_case_failed_is_a_run_failure_not_a_usage_error(db: tuple[str, Store]) -> None:
+    url, store = db
+    base = _run(store, [_result(i, m, _quiet(10.0 * m, seed=i)) for i, m in enumerate((1, 2))])
+    head = _run(store, [_error(0, 1, "boom one"), _error(1, 2, "boom two")])
+    code, text = _orch(url, "runs", "check", head, "--base", base)
+    assert code == 1, text  # was 2: "share no case ... head has 0"
+    flat = " ".join(text.split())
+    assert (
+        f"head run {head} measured none of the 2 cases of base run {base}; 2 failed: cpu-0 M=1: boom one; "
+        "cpu-0 M=2: boom two" in flat
+    )
+    assert "Traceback" not in text
+    code, text = _orch(url, "runs", "check", head, "--base", base, "--allow-missing")
+    assert code == 1, text  # nothing measured: there is nothing to allow
