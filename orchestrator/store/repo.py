@@ -566,7 +566,9 @@ class Store:
         ref = ref.strip().lower()
         if RUN_ID_RE.match(ref):
             return ref
-        latest = re.fullmatch(r"latest(?:~(\d{1,6}))?", ref)
+        # ASCII digits only, like --set: re's \d and int() also read other scripts' digits ('latest~\u0661' was
+        # latest~1); the id forms below are hex, which no other script writes
+        latest = re.fullmatch(r"latest(?:~([0-9]{1,6}))?", ref)
         if latest:
             back = int(latest.group(1) or 0)
             with self._read() as s:
@@ -581,7 +583,8 @@ class Store:
             return rid
         digits = ref.replace("-", "")
         if not re.fullmatch(r"[0-9a-f]{4,32}", digits) or (ref != digits and not re.fullmatch(r"[0-9a-f-]+", ref)):
-            raise UsageError(f"invalid run id {ref!r}", f"a run is named by {RUN_REF_FORMS}")
+            ascii_hint = ": its digits must be ASCII 0-9" if any(c.isdecimal() and not c.isascii() for c in ref) else ""
+            raise UsageError(f"invalid run id {ref!r}{ascii_hint}", f"a run is named by {RUN_REF_FORMS}")
         with self._read() as s:
             if ref != digits:  # a prefix written with its dashes
                 cond: ColumnElement[bool] = RunRow.id.startswith(ref, autoescape=True)

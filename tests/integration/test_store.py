@@ -170,6 +170,18 @@ def test_not_found_and_bad_ids(store: Store) -> None:
         store.resolve_run_id("xyz")
 
 
+def test_run_references_take_ascii_digits_only(store: Store) -> None:
+    """``latest~N`` takes ASCII digits, like ``--set``: an Arabic-Indic one (U+0661) resolved to latest~1."""
+    first = _run(store)
+    _run(store)
+    assert store.resolve_run_id("latest~1") == first
+    for ref in ("latest~\u0661", "latest~\uff11", "latest~\u0967"):  # Arabic-Indic, fullwidth, Devanagari one
+        with pytest.raises(UsageError) as e:
+            store.resolve_run_id(ref)
+        assert str(e.value) == f"invalid run id {ref!r}: its digits must be ASCII 0-9"
+        assert "latest~N" in e.value.hint
+
+
 def test_label_and_delete(store: Store) -> None:
     run_id = _run(store)
     store.ingest(run_id, "h1", [hello(0), result_event(1, 1, 1.0)])

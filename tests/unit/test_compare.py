@@ -210,3 +210,21 @@ def test_verdict_counts_are_the_verdicts_given() -> None:
     got = verdict_counts(["within noise"] * 5 + ["regression", "improvement"])
     assert got == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5, "n/a": 0}
     assert sum(verdict_counts([]).values()) == 0
+
+
+def test_percent_unit_is_higher_is_better_whatever_the_name() -> None:
+    """A %-unit metric whose name gives no hint (``mfu``, ``occupancy``): its unit alone says higher is better,
+    so a drop is a regression and a rise an improvement."""
+    assert metric_direction("mfu", "%") == "higher"
+    assert metric_direction("occupancy", "%") == "higher"
+    assert metric_direction("mfu", "") is None  # the name alone gives no direction: the unit decides
+
+    def r(m: int, mfu: float) -> dict[str, Any]:
+        return {"case": {"M": m}, "metrics": {"mfu": {"value": mfu, "unit": "%"}}}
+
+    c = compare([r(1, 60.0), r(2, 60.0)], [r(1, 40.0), r(2, 80.0)])
+    assert {x.key: (x.direction, x.verdict) for x in c.cases} == {
+        "M=1": ("higher", "regression"),
+        "M=2": ("higher", "improvement"),
+    }
+    assert [x.key for x in c.regressions] == ["M=1"]
