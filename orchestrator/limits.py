@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import resource
 
-from orchestrator.errors import UsageError
+from orchestrator.errors import OrchError, UsageError
+from orchestrator.inventory import Inventory
 
 FDS_PER_HOST = 4
 FDS_BASE = 128
+
+
+def selected_count(inventory: Inventory, selector: str | None) -> int | None:
+    """How many hosts ``selector`` picks from ``inventory``; None when it picks none or is not valid (the
+    command reports that itself, after this check)."""
+    try:
+        return len(inventory.select(selector))
+    except OrchError:
+        return None
 
 
 def needed_open_files(concurrency: int) -> int:
@@ -22,11 +32,12 @@ def needed_open_files(concurrency: int) -> int:
     return FDS_BASE + FDS_PER_HOST * concurrency
 
 
-def ensure_open_files(concurrency: int, *, option: str = "--concurrency") -> int:
+def ensure_open_files(concurrency: int, *, hosts: int | None = None, option: str = "--concurrency") -> int:
     """Raise the soft open-files limit to the hard one; returns the soft limit now in force.
 
-    Raises UsageError (exit 2) when the hard limit is below :func:`needed_open_files` for ``concurrency``,
-    naming both numbers, the highest concurrency that fits, and how to raise the limit.
+    Raises UsageError (exit 2) when the hard limit is below :func:`needed_open_files` for the hosts in flight
+    (``concurrency``, or ``hosts`` when fewer are selected: one host never needs a fan-out's files), naming both
+    numbers, the highest concurrency that fits, and how to raise the limit.
     (``orch run`` with more hosts than ``concurrency`` closes each connection after reading the host's facts and
     opens it again for the host's turn, so it holds at most ``concurrency`` too.) A hard limit of
     RLIM_INFINITY is taken as the kernel's per-process maximum (``/proc/sys/fs/nr_open``).
@@ -45,12 +56,14 @@ def ensure_open_files(concurrency: int, *, option: str = "--concurrency") -> int
             soft = ceiling
         except (ValueError, OSError):
             pass  # keep the soft limit we have; the check below still tells whether it is enough
-    need = needed_open_files(concurrency)
+    in_flight = concurrency if hosts is None else max(1, min(concurrency, hosts))
+    need = needed_open_files(in_flight)
     if soft < need:
         fits = (soft - FDS_BASE) // FDS_PER_HOST
         lower = f"use {option} {fits} or lower, or " if fits >= 1 else ""
+        asked = f"{option} {concurrency} needs" if in_flight == concurrency else f"{in_flight} hosts at once need"
         raise UsageError(
-            f"the open-files limit is {soft} (hard limit {ceiling}); {option} {concurrency} needs about {need} "
+            f"the open-files limit is {soft} (hard limit {ceiling}); {asked} about {need} "
             f"({FDS_PER_HOST} per host in flight + {FDS_BASE})",
             f"{lower}raise the hard limit (as root: `ulimit -Hn {need}` in the shell that starts orch, "
             f"LimitNOFILE={need} in a systemd unit, or `nofile` in /etc/security/limits.conf)",

@@ -8,7 +8,7 @@ import typer
 
 from orchestrator.cli import complete, grouped, render
 from orchestrator.cli.context import app_context
-from orchestrator.limits import ensure_open_files
+from orchestrator.limits import ensure_open_files, selected_count
 
 
 def doctor(
@@ -33,7 +33,7 @@ def doctor(
     """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
     app = app_context(ctx)
     inv = app.inventory()
-    ensure_open_files(concurrency)
+    ensure_open_files(concurrency, hosts=selected_count(inv, hosts))
     from orchestrator.doctor import DoctorOptions, run_doctor_sync  # lazy: asyncssh and its crypto, ~0.2 s
     from orchestrator.fleet import view_of_reports
 

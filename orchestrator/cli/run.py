@@ -11,7 +11,7 @@ import typer
 from orchestrator.cli import complete, fastexit, grouped, render
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
-from orchestrator.limits import ensure_open_files
+from orchestrator.limits import ensure_open_files, selected_count
 from orchestrator.store.compute import RUN_REF_FORMS
 
 DEFAULT_CONCURRENCY = 64  # hosts worked on at once by deploy and run (doctor's own default is alike)
@@ -116,7 +116,7 @@ def run(
         concurrency=concurrency,
     )
     names = _selected(app, hosts, resume)
-    ensure_open_files(concurrency)
+    ensure_open_files(concurrency, hosts=len(names))
     # A new run needs the store only once the hosts' facts are read: it opens meanwhile on a thread.
     opening = app.store() if resume else app.store_in_background()
     # Nothing is drawn into a pipe: the display is transient, and stopping it there leaves a blank line on stderr.
@@ -220,7 +220,7 @@ def deploy(
 
     app = app_context(ctx)
     inv = app.inventory()
-    ensure_open_files(concurrency)
+    ensure_open_files(concurrency, hosts=selected_count(inv, hosts))
     report = asyncio.run(
         deploy_hosts(inv, hosts, build, keep=keep, timeout_s=timeout, store=app.store(), concurrency=concurrency)
     )

@@ -13,9 +13,12 @@ import pytest
 from tests.e2e.conftest import Orch
 
 
-def _orch(tmp_path: Path) -> Orch:
+def _orch(tmp_path: Path, hosts: int = 1) -> Orch:
+    """``hosts`` local hosts (localhost, local-2, ...) in group ``local``."""
     inv = tmp_path / "inventory.yaml"
-    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, python: {sys.executable}}}\n")
+    names = ["localhost", *(f"local-{i}" for i in range(2, hosts + 1))]
+    inv.write_text("groups:\n  local:\n    hosts:\n" + "".join(
+        f"      {n}: {{connection: local, python: {sys.executable}}}\n" for n in names))  # fmt: skip
     return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
 
 
@@ -31,7 +34,7 @@ def _limited(orch: Orch, soft: int, hard: int, *args: str) -> subprocess.Complet
     "command", [("doctor",), ("deploy",), ("run", "noop", "--hosts", "local")], ids=["doctor", "deploy", "run"]
 )
 def test_hard_limit_too_low_for_the_concurrency_is_a_clear_usage_error(tmp_path: Path, command: tuple[str]) -> None:
-    res = _limited(_orch(tmp_path), 200, 200, *command, "--concurrency", "64")
+    res = _limited(_orch(tmp_path, hosts=70), 200, 200, *command, "--concurrency", "64")
     assert res.returncode == 2, res.stderr
     assert res.stderr == (
         "error: the open-files limit is 200 (hard limit 200); --concurrency 64 needs about 384 (4 per host in "
@@ -53,3 +56,17 @@ def test_soft_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 4096)))  # fmt: skip
     assert out.stdout.strip() == "4096 (4096, 4096)"
 
+
+
+@pytest.mark.parametrize("hosts", [1, 20])
+def test_the_need_counts_the_hosts_selected_not_the_default_concurrency(tmp_path: Path, hosts: int) -> None:
+    # the variant tester: `ulimit -n 300; orch doctor --hosts n001` refused one host ("--concurrency 64 needs about
+    # 384"); one host needs 132 files, 20 hosts 208 — within 300 — and 50 hosts at once would need 328
+    orch = _orch(tmp_path, hosts=max(hosts, 50))
+    selector = "localhost" if hosts == 1 else ",".join(["localhost", *(f"local-{i}" for i in range(2, hosts + 1))])
+    res = _limited(orch, 300, 300, "doctor", "--hosts", selector, "--json")
+    assert res.returncode in (0, 1) and "open-files limit" not in res.stderr, res.stderr
+    every = _limited(orch, 300, 300, "doctor", "--json")
+    assert every.returncode == 2 and every.stderr.startswith(
+        "error: the open-files limit is 300 (hard limit 300); 50 hosts at once need about 328"
+    ), every.stderr
