@@ -4,17 +4,19 @@ real PostgreSQL: what each event becomes, exactly — the mutation run of store/
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import text, update
 from sqlalchemy.dialects import sqlite
 
 from orchestrator.protocol import Event
 from orchestrator.store import compute, repo
 from orchestrator.store.models import HostRun
+from orchestrator.store.records import HostRunRecord
 from orchestrator.store.repo import Store
 
 
@@ -70,7 +72,7 @@ def test_sqlite_times_are_utc_whatever_the_local_zone(tokyo: None) -> None:
     assert repo._sqlite_datetime(when) == "2026-12-01 06:30:00.250000"
     aware = compute.from_unix(1_700_000_000.0)
     assert aware is not None
-    want = sqlite.DATETIME().bind_processor(sqlite.dialect())(aware.replace(tzinfo=None))  # type: ignore[misc]
+    want = sqlite.DATETIME().bind_processor(sqlite.dialect())(aware.replace(tzinfo=None))  # type: ignore[no-untyped-call]
     assert repo._sqlite_datetime(aware) == want == "2023-11-14 22:13:20.000000"
 
 
@@ -112,3 +114,84 @@ def test_a_gap_in_positions_is_refused_with_the_host_run_and_both_positions(stor
         store.ingest(run_id, "h1", [_ok(1), _ok(3)])
     assert str(err.value) == (f"ingest for h1 in run {run_id}: position 3 follows 1; positions must be contiguous")
     assert _counts(store, run_id) == {"h1": (0, 1, 0)}  # nothing of the batch stored
+
+
+def test_the_backstop_gives_a_host_runs_new_rows_to_its_first_batch_of_the_call(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    store.ingest(run_id, "h1", [_ok(0), _error(1)])
+    with store.engine.begin() as conn:
+        conn.execute(update(HostRun).where(HostRun.run_id == run_id).values(last_seq=-1))
+    got = store.ingest_many([(run_id, "h1", [_ok(0), _error(1), _ok(2)]), (run_id, "h1", [_error(3), _ok(4)])])
+    assert got == [3, 0]  # 5 rows sent, 2 already stored: the 3 new ones counted once, on the first batch
+    assert _counts(store, run_id) == {"h1": (4, 3, 2)}
+
+
+def _host(store: Store, run_id: str, host: str = "h1") -> HostRunRecord:
+    rec = store.get_host_run(run_id, host)
+    assert rec is not None
+    return rec
+
+
+def test_a_host_level_lines_stand_ins_go_to_the_log_and_a_rows_stay_in_the_row(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    hello_nul = Event(seq=0, type="hello", data={"facts": {"a": "x\x00", "b": "\x00\x00"}})
+    store.ingest(run_id, "h1", [hello_nul])
+    said = (
+        "[warn] orch stored line 0.facts.a: 1 NUL (U+0000) stored as U+2400 (\u2400); "
+        "line 0.facts.b: 2 NUL (U+0000) stored as U+2400 (\u2400)"
+    )
+    assert _host(store, run_id).log == said
+    result_nul = Event(seq=1, type="result", data={"case": {"s": "\x00"}, "metrics": {"x": {"value": 1, "unit": "u"}}})
+    error_nul = Event(seq=2, type="error", data={"message": "m\x00", "case": {"M": 1}})
+    store.ingest(run_id, "h1", [result_nul, error_nul])
+    assert _host(store, run_id).log == said  # the rows say it in info.stored_as, the host's log does not
+    infos = [r.info for r in store.results(run_id).items]
+    assert infos == [
+        {"stored_as": ["line 1.case.s: 1 NUL (U+0000) stored as U+2400 (\u2400)"]},
+        {"stored_as": ["line 2.message: 1 NUL (U+0000) stored as U+2400 (\u2400)"]},
+    ]
+
+
+def test_error_rows_texts_and_their_empty_metrics(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    events = [
+        Event(seq=0, type="error", data={"message": "nvidia-smi timed out"}),
+        Event(seq=1, type="error", data={}),  # no message: the Store.ingest API still stores a row saying so
+        Event(seq=2, type="error", data={"case": {"M": 2}, "case_index": 2}),
+        Event(seq=3, type="result", data={"case": {"M": 3}, "case_index": 3, "metrics": {"x": {"value": "1"}}}),
+    ]
+    store.ingest(run_id, "h1", events)
+    rows = store.results(run_id).items
+    assert [(r.seq, r.status, r.error) for r in rows] == [
+        (0, "error", "nvidia-smi timed out"),
+        (1, "error", "error"),
+        (2, "error", "error"),
+        (3, "error", "malformed result: metric 'x' needs a finite number 'value' and a string 'unit'"),
+    ]
+    assert _host(store, run_id).error == "[seq 0] nvidia-smi timed out\n[seq 1] error"  # host-level ones, appended
+    with store.engine.begin() as conn:
+        stored = conn.execute(text("SELECT CAST(metrics AS TEXT) FROM results ORDER BY seq")).scalars().all()
+    assert [json.loads(m) for m in stored] == [{}, {}, {}, {}]  # an empty object, never JSON null
+
+
+def test_log_lines_without_level_or_message(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    store.ingest(run_id, "h1", [Event(seq=0, type="log", data={"level": "warn"}),
+                                Event(seq=1, type="log", data={"message": "up"})])  # fmt: skip
+    assert _host(store, run_id).log == "[warn] \n[info] up"
+
+
+def test_hello_fills_what_is_unknown_once(store: Store) -> None:
+    """A host run added before its agent said hello (a Slurm job's nodes: ``add_host_runs``) takes the facts, the
+    agent version and the number of cases from the first hello; a later hello changes none of them; a number of
+    cases past the 32-bit column is not stored."""
+    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=["h1"],
+                              started_by="me@box", started_on="box")  # fmt: skip
+    store.add_host_runs(run_id, ["n1", "n2"])
+    first = Event(seq=0, type="hello", data={"agent_version": "v2", "facts": {"gpu": "H200"}, "cases_total": 6})
+    again = Event(seq=1, type="hello", data={"agent_version": "v3", "facts": {"gpu": "B300"}, "cases_total": 9})
+    huge = Event(seq=0, type="hello", data={"agent_version": "v2", "cases_total": 2**31})
+    store.ingest_many([(run_id, "n1", [first, again]), (run_id, "n2", [huge])])
+    n1, n2 = _host(store, run_id, "n1"), _host(store, run_id, "n2")
+    assert (n1.agent_version, n1.facts, n1.cases_total) == ("v2", {"gpu": "H200"}, 6)
+    assert (n2.agent_version, n2.cases_total) == ("v2", None)
