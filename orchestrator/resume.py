@@ -19,7 +19,11 @@ Resume (``orch run --resume RUN_ID``):
 A host whose connection drops for good is reported with :func:`dropped_error` / :func:`lost_connection_error`:
 what state the host may be in and the exact command that goes on.
 
-Cancel (Ctrl-C, ``orch cancel RUN_ID``): :func:`cancel_refusal` for a run already finished;
+Cancel (Ctrl-C, ``orch cancel RUN_ID``): :func:`interrupt_action` says what each Ctrl-C of ``orch run`` does (the
+first cancels, the second is absorbed, a third stops waiting for remote stops); :func:`interrupted_host_error` is
+what a host run cancelled by Ctrl-C stores (naming a remote stop that was not confirmed, and the command that
+sends it again); :func:`cancel_refusal` for a run already finished (a cancelled run whose remote stop was not
+confirmed on some host, :func:`stop_unconfirmed`, may be cancelled again);
 :func:`needs_remote_stop` says whether a host's agent has to be stopped (only where it was started);
 :func:`cancel_verdict` what is stored and reported per host after ``agent cancel`` (a host run that already
 ended keeps its verdict; a failed remote stop is named in the host run's error); the run itself always ends
@@ -39,8 +43,10 @@ FINAL_RUN_STATUSES = frozenset({"completed", "partial", "failed", "cancelled"})
 HOST_ENDED_STATUSES = frozenset({"completed", "partial", "failed"})  # a host run that cancel leaves as it is
 CANCELLED_BY_USER = "cancelled by the user"  # the host run's error after Ctrl-C
 AGENT_UNKNOWN_RUN = "unknown"  # the state the runner gives a host whose agent has no such run (exit 4)
+STOP_UNCONFIRMED = "the remote stop was not confirmed"  # in a host run's error: orch cancel RUN may send it again
 
 Step = Literal["follow", "finish", "judge"]
+InterruptAction = Literal["cancel", "absorb", "abandon"]
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,10 @@ def resume_refusal(run_id: str, status: str, open_hosts: Sequence[str]) -> Refus
                    f"orch runs show {run_id}")  # fmt: skip
 
 
-def cancel_refusal(run_id: str, status: str) -> Refusal | None:
-    """None when the run can be cancelled (it is not in a final status); else why not."""
-    if status not in FINAL_RUN_STATUSES:
+def cancel_refusal(run_id: str, status: str, *, unconfirmed: bool = False) -> Refusal | None:
+    """None when the run can be cancelled: it is not in a final status, or it is ``cancelled`` while some host's
+    remote stop was not confirmed (``unconfirmed``, see :func:`stop_unconfirmed`); else why not."""
+    if status not in FINAL_RUN_STATUSES or (unconfirmed and status == "cancelled"):
         return None
     return Refusal(f"run {run_id} already finished ({status}); there is nothing to cancel", f"orch runs show {run_id}")
 
@@ -229,3 +236,28 @@ def cancel_verdict(stored_status: str | None, failure: str | None) -> CancelVerd
     if failure is None:
         return CancelVerdict(not ended, None, "cancelled", None)
     return CancelVerdict(not ended, f"cancel failed: {failure}", "failed", failure)
+
+
+def interrupt_action(count: int) -> InterruptAction:
+    """What the ``count``-th Ctrl-C (SIGINT, counted from 1) of ``orch run`` does: the first ``cancel``s the run (the
+    remote stops are sent, what was ingested is kept, the run is stored ``cancelled``); the second is ``absorb``ed
+    (the cancel goes on: a terminal's Ctrl-C pressed twice and ``timeout -s INT``, which signals the child and then
+    its process group, both send two); the third and later ``abandon`` waiting for the remote stops not yet
+    confirmed (the run is still stored ``cancelled``, those hosts naming the stop that was not confirmed)."""
+    if count <= 1:
+        return "cancel"
+    return "absorb" if count == 2 else "abandon"
+
+
+def interrupted_host_error(run_id: str, failure: str | None) -> str:
+    """The error stored for a host run cancelled by Ctrl-C: :data:`CANCELLED_BY_USER` when its agent's stop was
+    confirmed (or nothing was started there: ``failure`` None); else that the remote stop was not confirmed,
+    ``failure`` (why) and the command that sends it again."""
+    if failure is None:
+        return CANCELLED_BY_USER
+    return f"{CANCELLED_BY_USER}; {STOP_UNCONFIRMED} ({failure}): run orch cancel {short_run_id(run_id)}"
+
+
+def stop_unconfirmed(errors: Sequence[str | None]) -> bool:
+    """Whether any of the host runs' stored ``errors`` says its remote stop was not confirmed."""
+    return any(e is not None and STOP_UNCONFIRMED in e for e in errors)

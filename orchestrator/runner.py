@@ -30,7 +30,7 @@ import contextlib
 import getpass
 import random
 import socket
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Coroutine, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -73,18 +73,20 @@ from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.resume import (
     AGENT_UNKNOWN_RUN,
-    CANCELLED_BY_USER,
+    HOST_ENDED_STATUSES,
     Lost,
     Reattach,
     cancel_refusal,
     cancel_verdict,
     dropped_error,
     host_step,
+    interrupted_host_error,
     lost_connection_error,
     needs_remote_stop,
     reattach_plan,
     resume_fields,
     resume_refusal,
+    stop_unconfirmed,
 )
 from orchestrator.resume import run_status as run_status  # re-exported: spool_import and slurm import it here
 from orchestrator.store_writer import IngestWriter
@@ -110,6 +112,7 @@ AGENT_EXIT_SPOOL_CHANGED = 6  # agents/orch_agent/cli.py: follow's spool was tru
 AGENT_EXIT_NO_RUN = 4
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
 INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
+CANCEL_WAIT_S = 40.0  # how long a Ctrl-C waits for one host's ``agent cancel`` (connect included) before giving up
 
 
 class Observer(Protocol):
@@ -620,9 +623,13 @@ class _HostRun:
         return HostOutcome(name, verdict.status, results, errors, verdict.error)
 
     async def cancel_remote(self) -> None:
+        """``agent cancel`` where the agent was started. The run's ``ssh -G`` answers are reused: a Ctrl-C hits
+        orch's whole process group, so an ``ssh -G`` started now could die of the next one."""
         if not needs_remote_stop(deployed=self.dep is not None, started=self.started):
             return
-        await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s)
+        resolver = None if self.host.connection == "local" else self.r.resolver
+        await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s,
+                              resolver=resolver)  # fmt: skip
 
 
 def _dropped(exc: OrchError, hr: _HostRun, run_id: str) -> OrchError:
@@ -657,10 +664,18 @@ class Runner:
         )  # fmt: skip
         self.run_id = ""
         self._resolver: SshResolver | None = None  # one per run()/resume(): ssh -G and known_hosts read once
+        self._abandon = asyncio.Event()  # a third Ctrl-C: stop waiting for the remote stops (abandon_cancel)
+        self._concluded = False  # the run's final status is stored: a late Ctrl-C changes nothing
 
     @property
     def store(self) -> Store:
         return self.writer.store
+
+    def abandon_cancel(self) -> None:
+        """Stop waiting for the hosts' remote stops (a third Ctrl-C): the cancel stores the run ``cancelled`` at
+        once, each host whose stop was not confirmed naming it (``resume.interrupted_host_error``). Call it from
+        the event loop's thread (a signal handler added with ``loop.add_signal_handler``)."""
+        self._abandon.set()
 
     @property
     def resolver(self) -> SshResolver:
@@ -698,7 +713,7 @@ class Runner:
             await self.writer.call(
                 self.store.upsert_host, h.name, address=h.address, group=h.group, labels=dict(h.labels)
             )
-        self.run_id = await self.writer.call(
+        creating = asyncio.ensure_future(self.writer.call(
             self.store.create_run,
             suite=self.req.suite,
             params=params,
@@ -707,7 +722,18 @@ class Runner:
             hosts=[h.name for h in hosts],
             started_by=f"{getpass.getuser()}@{socket.gethostname()}",
             started_on=socket.gethostname(),
-        )
+        ))
+        try:
+            self.run_id = await asyncio.shield(creating)
+        except asyncio.CancelledError:  # Ctrl-C: the store thread creates the run anyway; it is stored cancelled
+            self.run_id = await creating
+            await asyncio.shield(self._cancel_all(list(runs.values())))
+            raise
+        return await self._cancelling(list(runs.values()), self._started_run(hosts, runs, failed, view))
+
+    async def _started_run(
+        self, hosts: list[Host], runs: dict[str, _HostRun], failed: dict[str, OrchError], view: FleetView
+    ) -> RunOutcome:
         await self.writer.call(
             self.store.set_run_info,
             self.run_id,
@@ -800,7 +826,19 @@ class Runner:
             group = slurm_group_of(self.inventory, detail.info["slurm"])
             return await SlurmDriver(self, group).resume(detail.info["slurm"])
         hosts = [self.inventory.host(h) for h in detail.hosts]
-        return await self._drive(hosts, resume=True)
+        runs = {h.name: _HostRun(self, h) for h in hosts}
+        return await self._cancelling(list(runs.values()), self._drive(hosts, resume=True, runs=runs))
+
+    async def _cancelling(self, runs: list[_HostRun], work: Coroutine[Any, Any, RunOutcome]) -> RunOutcome:
+        """``work`` (a stored run driven on its hosts); on task cancellation (Ctrl-C) before the run's final status
+        is stored, :meth:`_cancel_all` runs to its end, shielded from further cancellation, then the
+        cancellation goes on."""
+        try:
+            return await work
+        except asyncio.CancelledError:
+            if not self._concluded:
+                await asyncio.shield(self._cancel_all(runs))
+            raise
 
     async def _drive(
         self,
@@ -836,11 +874,7 @@ class Runner:
             finally:
                 await hr.drop()
 
-        try:
-            outcomes = await fanout(hosts, one, concurrency=self.req.concurrency)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._cancel_all(list(runs.values())))
-            raise
+        outcomes = await fanout(hosts, one, concurrency=self.req.concurrency)
         results = []
         for o in outcomes:
             if o.value is not None:
@@ -862,6 +896,7 @@ class Runner:
             out.state_dir = run_dir_text(by_name[out.host], self.run_id) if made and out.host in by_name else None
         status = run_status(results)
         await self.writer.call(self.store.finish_run, self.run_id, status)
+        self._concluded = True
         await self.close_store()
         return RunOutcome(self.run_id, self.req.suite, status, results)
 
@@ -924,26 +959,56 @@ class Runner:
         self.writer.close()
 
     async def _cancel_all(self, runs: list[_HostRun]) -> None:
+        """Ctrl-C: stop every host's agent (``agent cancel``, each within ``CANCEL_WAIT_S``, all at once), then
+        store each host run that had not ended ``cancelled`` (its error says whether the stop was confirmed) and
+        the run ``cancelled``. :meth:`abandon_cancel` stops the waiting early; the store is written either way."""
         await self.ingest.drain()  # the batches of the cancelled follow loops are committed before the verdicts
-
-        async def one(hr: _HostRun) -> None:
-            try:
-                await asyncio.wait_for(hr.cancel_remote(), 40)
-            except (OrchError, asyncio.TimeoutError, TimeoutError):
-                pass
-            await self.writer.call(
-                self.store.finish_host_run, self.run_id, hr.host.name, "cancelled", CANCELLED_BY_USER
-            )
-
-        await asyncio.gather(*(one(hr) for hr in runs))
+        stops = {hr.host.name: asyncio.ensure_future(asyncio.wait_for(hr.cancel_remote(), CANCEL_WAIT_S))
+                 for hr in runs}  # fmt: skip
+        abandoned = asyncio.ensure_future(self._abandon.wait())
+        pending: set[asyncio.Future[Any]] = set(stops.values())
+        while pending and not abandoned.done():
+            _, pending = await asyncio.wait(pending | {abandoned}, return_when=asyncio.FIRST_COMPLETED)
+            pending.discard(abandoned)
+        abandoned.cancel()
+        states = {st.host: st.status for st in await self.writer.call(self.store.host_run_states, self.run_id)}
+        for name, stop in stops.items():
+            failure = _stop_failure(stop)
+            if states.get(name) in HOST_ENDED_STATUSES:  # it finished before the Ctrl-C: its verdict stands
+                continue
+            if name in states:
+                await self.writer.call(self.store.finish_host_run, self.run_id, name, "cancelled",
+                                       interrupted_host_error(self.run_id, failure))  # fmt: skip
+            if failure is not None:
+                self.observer.host_state(name, "cancelled", interrupted_host_error(self.run_id, failure))
         await self.writer.call(self.store.finish_run, self.run_id, "cancelled")
+        self._concluded = True
         await self.close_store()
 
 
-async def _cancel_on_host(host: Host, run_id: str, *, dep: HostDeploy | None, timeout_s: float) -> None:
+def _stop_failure(stop: asyncio.Future[Any]) -> str | None:
+    """Why a host's ``agent cancel`` is not confirmed (None: it answered); a stop still waited on is cancelled."""
+    if not stop.done():
+        stop.cancel()
+        return "Ctrl-C was pressed again before it answered"
+    if stop.cancelled():
+        return "it was cancelled"
+    exc = stop.exception()
+    if exc is None:
+        return None
+    if isinstance(exc, OrchError):
+        return exc.message
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return f"no answer within {CANCEL_WAIT_S:g} s"
+    return f"{type(exc).__name__}: {exc}"
+
+
+async def _cancel_on_host(
+    host: Host, run_id: str, *, dep: HostDeploy | None, timeout_s: float, resolver: SshResolver | None = None
+) -> None:
     """On a new connection, ``agent cancel RUN_ID`` (the whole remote process group). Without ``dep`` (another
     orch process started the run) the deploy check finds the agent first. Raises OrchError."""
-    t = await open_transport(host, timeout_s=timeout_s)
+    t = await open_transport(host, timeout_s=timeout_s, resolver=resolver)
     try:
         if dep is None:
             dep = await deploy_host(t, host)
@@ -955,7 +1020,8 @@ async def _cancel_on_host(host: Host, run_id: str, *, dep: HostDeploy | None, ti
 async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0) -> RunOutcome:
     """``orch cancel RUN_ID``: stop the agents of every host of the run and mark it cancelled."""
     detail = store.get_run(store.resolve_run_id(run_id))
-    refused = cancel_refusal(detail.id, detail.status)
+    refused = cancel_refusal(detail.id, detail.status,
+                             unconfirmed=stop_unconfirmed([h.error for h in detail.host_runs]))  # fmt: skip
     if refused is not None:
         raise UsageError(refused.message, refused.hint)
     if isinstance(detail.info.get("slurm"), dict):  # scancel the job

@@ -918,16 +918,34 @@ def deploy_table(report: Any) -> None:
             console().print(f"[yellow]{safe(r['host'])} hint:[/yellow] {safe(r['hint'])}")
 
 
-def interrupted(run_id: str) -> None:
-    """Ctrl-C during ``orch run``: the remote agents were stopped; say which run and that results are kept."""
+def interrupted(run_id: str, unconfirmed: Sequence[str] = ()) -> None:
+    """Ctrl-C during ``orch run``: the remote agents were stopped (but on the ``unconfirmed`` hosts); say which run
+    and that results are kept."""
     c = err_console()
-    if run_id:
+    if run_id and unconfirmed:
+        short = short_run_id(run_id)
+        c.print(
+            f"[yellow]interrupted:[/yellow] run {short} stored cancelled; the remote stop was not confirmed on "
+            f"{', '.join(unconfirmed)}: run orch cancel {short}. The results ingested so far are kept"
+        )
+    elif run_id:
         c.print(
             f"[yellow]interrupted:[/yellow] run {short_run_id(run_id)} cancelled on its hosts; the results "
             f"ingested so far are kept (orch runs show {short_run_id(run_id)})"
         )
     else:
         c.print("[yellow]interrupted[/yellow] before the run started; nothing was stored")
+
+
+def interrupt_said(run_id: str, action: str) -> None:
+    """What a Ctrl-C during ``orch run`` does now (``resume.interrupt_action``): nothing is printed for the first
+    (the cancel's end says it); the second is absorbed, the third stops waiting for the remote stops."""
+    what = f"run {short_run_id(run_id)}" if run_id else "the run"
+    if action == "absorb":
+        err_console().print(f"[yellow]still stopping {what} on its hosts[/yellow]; Ctrl-C once more to stop "
+                            "waiting (the run is stored cancelled either way)")  # fmt: skip
+    elif action == "abandon":
+        err_console().print(f"[yellow]no longer waiting[/yellow] for the remote stops of {what}")
 
 
 def labelled(summary: Any) -> None:

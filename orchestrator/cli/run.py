@@ -123,11 +123,16 @@ def run(
     drawn = not json_out and render.err_console().is_terminal
     progress = _progress(app, names, enabled=drawn, verbose=verbose)
     runner = Runner(app.inventory(), opening, req, progress, registry=app.registry(suite_dir or []))
+    from orchestrator.cli.interrupts import run_interruptible
+
     try:
         with progress:
-            outcome = asyncio.run(runner.resume(runner.store.resolve_run_id(resume)) if resume else runner.run())
+            outcome = run_interruptible(
+                runner.resume(runner.store.resolve_run_id(resume)) if resume else runner.run(),
+                abandon=runner.abandon_cancel, said=lambda action: render.interrupt_said(runner.run_id, action),
+            )
     except KeyboardInterrupt:
-        render.interrupted(runner.run_id)
+        render.interrupted(runner.run_id, _unconfirmed(runner))
         raise typer.Exit(130) from None
     from orchestrator.cli.runs import SHOW_MAX_RESULTS
 
@@ -158,6 +163,15 @@ def run(
     store.close()  # the writer's thread ended with the run; nothing else is open: exit without the teardown
     fastexit.request()
     raise typer.Exit(0 if outcome.status == "completed" else 1)
+
+
+def _unconfirmed(runner: Any) -> list[str]:
+    """The hosts of an interrupted run whose remote stop was not confirmed (stored in their host run's error)."""
+    from orchestrator.resume import stop_unconfirmed
+
+    if not runner.run_id:
+        return []
+    return [h.host for h in runner.store.get_run(runner.run_id).host_runs if stop_unconfirmed([h.error])]
 
 
 def _selected(app: Any, selector: str | None, resume: str | None) -> list[str]:

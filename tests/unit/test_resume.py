@@ -14,6 +14,7 @@ from orchestrator.resume import (
     CANCELLED_BY_USER,
     FINAL_RUN_STATUSES,
     HOST_ENDED_STATUSES,
+    STOP_UNCONFIRMED,
     CancelVerdict,
     Lost,
     Reattach,
@@ -23,12 +24,15 @@ from orchestrator.resume import (
     cancel_verdict,
     dropped_error,
     host_step,
+    interrupt_action,
+    interrupted_host_error,
     lost_connection_error,
     needs_remote_stop,
     reattach_plan,
     resume_fields,
     resume_refusal,
     run_status,
+    stop_unconfirmed,
 )
 from orchestrator.store.records import HostRunState
 
@@ -258,3 +262,41 @@ def test_a_host_that_already_ended_keeps_its_verdict(stored: str) -> None:
     assert cancel_verdict(stored, "boom") == CancelVerdict(
         store=False, stored_error="cancel failed: boom", status="failed", error="boom"
     )
+
+
+# --- Ctrl-C: each press, what an interrupted host run stores, a stop that was not confirmed ----------------------
+
+
+def test_the_first_ctrl_c_cancels_the_second_is_absorbed_a_third_and_later_abandon_waiting() -> None:
+    assert [interrupt_action(n) for n in (0, 1, 2, 3, 4, 10)] == [
+        "cancel", "cancel", "absorb", "abandon", "abandon", "abandon"]
+
+
+def test_a_host_run_whose_stop_was_confirmed_stores_cancelled_by_the_user() -> None:
+    assert interrupted_host_error(RUN, None) == "cancelled by the user"
+
+
+def test_a_host_run_whose_stop_was_not_confirmed_says_why_and_the_command_that_stops_it() -> None:
+    assert STOP_UNCONFIRMED == "the remote stop was not confirmed"
+    assert interrupted_host_error(RUN, "no answer within 40 s") == (
+        "cancelled by the user; the remote stop was not confirmed (no answer within 40 s): run orch cancel f905f6cd"
+    )
+
+
+def test_stop_unconfirmed_finds_the_note_in_any_host_runs_error() -> None:
+    noted = interrupted_host_error(RUN, "gpu-b: connection refused")
+    assert stop_unconfirmed([None, "cancelled by the user", noted]) is True
+    assert stop_unconfirmed([noted]) is True
+    assert stop_unconfirmed([f"earlier error\n{noted}"]) is True  # errors are appended to what was stored
+    assert stop_unconfirmed([None, "cancelled by the user", "cancel failed: refused"]) is False
+    assert stop_unconfirmed([]) is False
+
+
+def test_a_cancelled_run_with_a_stop_not_confirmed_may_be_cancelled_again() -> None:
+    assert cancel_refusal(RUN, "cancelled", unconfirmed=True) is None
+    assert cancel_refusal(RUN, "running", unconfirmed=True) is None
+    for status in ("completed", "partial", "failed"):  # only a cancel left a stop unconfirmed
+        assert cancel_refusal(RUN, status, unconfirmed=True) == Refusal(
+            f"run {RUN} already finished ({status}); there is nothing to cancel", f"orch runs show {RUN}"
+        )
+    assert cancel_refusal(RUN, "cancelled", unconfirmed=False) is not None
