@@ -604,17 +604,20 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
 
     t = Table(title=title, title_justify="left")
     t.add_column("M", justify="right")
-    for header, name in _MOE_COLUMNS:
-        t.add_column(header + (" (p10–p90)" if name == "time_ms" else ""), justify="right")
+    # a percent column no result has (a CPU run, no roof measured yet) is left out: the notes under the table say
+    # why, and an 80-column terminal keeps the figures whole instead of cutting them (`172 (169–2…`)
+    columns = [(h, n) for h, n in _MOE_COLUMNS if not n.startswith("pct") or any(_moe_value(r, n) for r in rows)]
+    for header, name in columns:  # the spread wraps below the median when narrow, never cut
+        t.add_column(header + (" (p10–p90)" if name == "time_ms" else ""), justify="right", overflow="fold")
     t.add_column("n", justify="right")
     t.add_column("case / error", overflow="fold")
     for r in sorted(rows, key=lambda r: (r.m is None, r.m or 0, r.seq)):
         if r.status != "ok":
             first = (r.error or "").strip().splitlines()[:1] or ["error"]  # the traceback stays in --json
-            t.add_row(_fmt(r.m), *["-"] * (len(_MOE_COLUMNS) + 1), red(first[0]))
+            t.add_row(_fmt(r.m), *["-"] * (len(columns) + 1), red(first[0]))
             continue
         cells = []
-        for _, name in _MOE_COLUMNS:
+        for _, name in columns:
             if name == "pct_of_measured_roof":
                 cells.append(_roof_cell(r))
             elif name == "time_ms":
@@ -624,6 +627,16 @@ def _moe_table(title: str, rows: list[Any]) -> Any:
                 cells.append(_fmt(m.get("median", m.get("value"))))
         t.add_row(_fmt(r.m), *cells, _fmt((r.metrics.get("time_ms") or {}).get("n")), "")
     return t
+
+
+def _moe_value(r: Any, name: str) -> bool:
+    """Whether result ``r`` has a figure for the moe-sweep column ``name`` (an ok row's metric or roof)."""
+    if r.status != "ok":
+        return False
+    if name == "pct_of_measured_roof":
+        return r.pct_of_measured_roof is not None
+    m = r.metrics.get(name) or {}
+    return m.get("median", m.get("value")) is not None
 
 
 def _with_spread(m: dict[str, Any], unit: bool = False) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from unittest.mock import patch
 
+import pytest
 from rich.console import Console
 
 from orchestrator.cli import render, render_regress
@@ -62,3 +63,28 @@ def test_name_lines() -> None:
     assert render.name_lines("a_very_long_metric_name_here") == "a_very_long_\nmetric_name_\nhere"
     assert render.name_lines("time_ms") == "time_ms"
     assert render.name_lines("tokens_per_s") == "tokens_per_s"  # 12 characters: one line
+
+
+def _moe_row(m: int, t: float, p10: float, p90: float, roof: float | None = None) -> SimpleNamespace:
+    metrics = {"time_ms": {"value": t, "median": t, "p10": p10, "p90": p90, "unit": "ms", "n": 20},
+               "us_per_token": {"value": t * 1000 / m}, "gbps": {"value": 12.3}, "tflops": {"value": 0.0123}}
+    return SimpleNamespace(m=m, seq=m, status="ok", error=None, info={}, case={"M": m}, metrics=metrics,
+                           pct_of_measured_roof=roof, roof_note=None)  # fmt: skip
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_moe_table_keeps_every_figure_whole_at_80_columns(width: int) -> None:
+    """The variant tester: at 80 columns a CPU sweep's spread read ``172 (169–2…`` while the empty % of peak and
+    % of roof columns were kept; now a percent column no result has is left out and no figure is cut."""
+    rows = [_moe_row(1, 0.239, 0.236, 0.2451), _moe_row(64, 172.0, 169.0, 2000.0), _moe_row(4096, 1234.5, 1200, 1300)]
+    con = Console(highlight=False, emoji=False, width=width, record=True)
+    con.print(render._moe_table("moe-sweep on cpu-0", rows))
+    text = con.export_text()
+    assert "…" not in text and max(len(ln) for ln in text.splitlines()) <= width, text
+    for figure in ("0.239", "(0.236–0.245)", "172", "(169–2,000)", "1,234", "(1,200–1,300)", "2,688", "0.0123"):
+        assert figure in text, (figure, text)
+    assert "% of peak" not in text and "% of roof" not in text
+    rows[1].pct_of_measured_roof = 71.5  # a roof for one row: the column is there, '-' where there is none
+    con = Console(highlight=False, emoji=False, width=width, record=True)
+    con.print(render._moe_table("moe-sweep on gpu-0", rows))
+    assert "% of roof" in con.export_text() and "% of peak" not in con.export_text()
