@@ -7,8 +7,18 @@ in a note how many records there were: fields of an earlier run never mix into t
 parser reads each metric from the last match that has it (its groups are partial by design).
 
 Paths are dotted: ``percentiles.99``, ``results.0.busbw`` (a list index is a number). Numbers may be JSON
-numbers or numeric strings (regex groups); booleans and non-finite values (SGLang writes ``request_rate:
-Infinity``) are not metrics.
+numbers or numeric strings (regex groups, written in ASCII: ``[+-]digits[.digits][e[+-]digits]``); booleans are
+not numbers.
+
+One rule for every parser's metrics (:func:`extract`), whatever the format wrote: an integer is kept whole and
+must lie in the signed 64-bit range [-2**63, 2**63-1] (``INT64_MIN``..``INT64_MAX``: the integers both stores
+keep as numbers; the store writes a larger one as text, and an integer metric there is then no number at all);
+a float must be finite (JSON ``NaN``, ``Infinity``, ``1e400``, and SGLang's ``request_rate: Infinity``, are
+not measurements). A metric whose value breaks the rule is a ParseError naming the metric and the value, never a
+silent miss and never a surprise in the store. A numeric string follows the same rule as the JSON number it
+spells: ``"12"`` is the integer 12, ``"12345678901234567890"`` is refused like the JSON integer, not read as
+the float 1.2345678901234567e+19 — a float would store a counter with its low digits invented, and the same
+output must give the same figure whether a suite reads it with ``json`` or ``regex``.
 """
 
 from __future__ import annotations
@@ -36,32 +46,62 @@ class InvalidMeasurement(ParseError):
 LINE_KEY = "_orch_line"
 
 
+class UnfitNumber(ParseError):
+    """A metric's value is a number that breaks the module's rule (an integer outside int64, a float that is not
+    finite); the message names the value as the output wrote it."""
+
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the integers a metric may be (see the module docstring)
+_INT_TEXT = re.compile(r"[+-]?[0-9]+")
+_FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NONFINITE_TEXT = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
+
+
 def lookup(record: Record, path: str) -> float | None:
-    """The finite number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), or None
-    when absent or not a finite number."""
+    """The number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), or None when
+    absent, not a number, or a number the module's rule refuses (see :func:`number_at` to tell those apart)."""
+    try:
+        return number_at(record, path)
+    except UnfitNumber:
+        return None
+
+
+def number_at(record: Record, path: str) -> float | None:
+    """The number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), None when the
+    path is absent or holds no number (a word, a list, a boolean). Raises :class:`UnfitNumber` when it holds a
+    number outside the module's rule: an integer beyond int64, NaN or an infinity (also as a numeric string)."""
     node: Any = record
     for part in path.split("."):
         if isinstance(node, Mapping) and part in node:
             node = node[part]
-        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
             return None
     if isinstance(node, bool):
         return None
-    if isinstance(node, int):  # kept whole (a count stays 12, not 12.0); beyond float's range it is no metric
-        return node if abs(node) <= _LARGEST_INT else None
+    shown = repr(node)
     if isinstance(node, str):
-        try:
-            node = float(node.strip())
-        except ValueError:
+        text = node.strip()
+        shown = text
+        if _INT_TEXT.fullmatch(text):
+            node = int(text)
+        elif _FLOAT_TEXT.fullmatch(text) or _NONFINITE_TEXT.fullmatch(text):
+            node = float(text)
+        else:
             return None
-    if isinstance(node, float) and math.isfinite(node):
-        return node
+    if isinstance(node, int):  # kept whole (a count stays 12, not 12.0)
+        if INT64_MIN <= node <= INT64_MAX:
+            return node
+        raise UnfitNumber(
+            f"{shown}, an integer outside the signed 64-bit range [-2**63, 2**63-1] that a metric may hold "
+            "(a figure that large is written as a float, 1.8e19, or in a larger unit)"
+        )
+    if isinstance(node, float):
+        if math.isfinite(node):
+            return node
+        raise UnfitNumber(f"{shown}, not a finite number (NaN, an infinity, or past float's range): no measurement")
     return None
-
-
-_LARGEST_INT = 2**63  # a JSON integer beyond this (e.g. 10**400) is not a measurement; float() would overflow
 
 
 def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
@@ -216,12 +256,18 @@ class ParserDef:
 
 
 def extract(records: Sequence[Record], paths: Mapping[str, str]) -> tuple[dict[str, float], list[str]]:
-    """Metric name -> value from the last record holding each path; and the names found nowhere."""
+    """Metric name -> value from the last record holding each path; and the names found nowhere. Raises
+    :class:`UnfitNumber` naming the metric, its path and the value when the last record holding a number there
+    holds one the module's rule refuses (an earlier record's value is never taken in its place)."""
     found: dict[str, float] = {}
     missing: list[str] = []
     for name, path in paths.items():
         for rec in reversed(records):
-            v = lookup(rec, path)
+            try:
+                v = number_at(rec, path)
+            except UnfitNumber as exc:
+                where = f"metric {name!r}" + (f" (path {path})" if path != name else "")
+                raise UnfitNumber(f"{where} in the output is {exc}") from None
             if v is not None:
                 found[name] = v
                 break

@@ -332,7 +332,10 @@ def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, A
         except ParseError as exc:
             raise type(exc)(f"parser {suite.parser} found {exc}{run}") from None
         notes.extend(f"{n}{run}" for n in noted)
-        found, missing = extract(records, paths)
+        try:
+            found, missing = extract(records, paths)
+        except ParseError as exc:  # a value no metric may hold (parsers/base.py): named, never a silent miss
+            raise type(exc)(f"parser {suite.parser}: {exc}{run}") from None
         if not found:
             missing = list(paths)
         missing = [n for n in missing if n not in optional or not found]

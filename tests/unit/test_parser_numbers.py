@@ -327,6 +327,8 @@ def test_request_counts_that_are_counts() -> None:
 def test_lookup_keeps_integers_and_refuses_huge_ones() -> None:
     assert lookup({"a": 12}, "a") == 12 and type(lookup({"a": 12}, "a")) is int
     assert lookup({"a": 10**400}, "a") is None
+    assert lookup({"a": 2**63 - 1}, "a") == 2**63 - 1 and lookup({"a": -(2**63)}, "a") == -(2**63)
+    assert lookup({"a": 2**63}, "a") is None and lookup({"a": -(2**63) - 1}, "a") is None  # the off-by-one
     assert lookup({"a": "12.5"}, "a") == 12.5
     assert lookup({"a": float("nan")}, "a") is None
 
@@ -472,3 +474,87 @@ def test_a_negative_average_bus_bandwidth_is_a_parse_error() -> None:
     assert bad != GOOD_TXT
     with pytest.raises(ParseError, match=r"average bus bandwidth '-142.975' is negative"):
         NCCL.parse(bad, None, {"size_bytes": MIB})
+
+
+# -- 4. one rule for every parser: an integer metric within int64, a float finite ------------------------------
+
+_INT_RULE = "an integer outside the signed 64-bit range [-2**63, 2**63-1] that a metric may hold"
+_NOT_FINITE = "not a finite number (NaN, an infinity, or past float's range): no measurement"
+
+
+def _generic(parser: str) -> Any:
+    named = "{name: regex, pattern: 'v=(?P<v>\\S+)'}" if parser == "regex" else parser
+    sd = parse_suite(
+        f'name: s\ndescription: d\ncommand: ["x"]\nparser: {named}\nmetrics:\n  v: {{path: v, unit: "1"}}\n'
+    )
+    assert sd.command is not None
+    return sd.command
+
+
+@pytest.mark.parametrize("parser", ["json", "jsonl", "regex"])
+@pytest.mark.parametrize(
+    ("written", "value"),
+    [("9223372036854775807", 2**63 - 1), ("-9223372036854775808", -(2**63)), ("12", 12), ("1.5e3", 1500.0)],
+)
+def test_the_int64_edges_are_metrics_in_every_generic_parser(parser: str, written: str, value: float) -> None:
+    text = f"v={written}" if parser == "regex" else f'{{"v": {written}}}'
+    got = parse_case(_generic(parser), [text]).metrics["v"].value
+    assert got == value and type(got) is type(value)  # "12" is the integer 12 in regex as in JSON
+
+
+@pytest.mark.parametrize("parser", ["json", "jsonl", "regex"])
+@pytest.mark.parametrize(
+    ("written", "shown", "why"),
+    [
+        ("9223372036854775808", "9223372036854775808", _INT_RULE),  # 2**63: the json parser took it
+        ("-9223372036854775809", "-9223372036854775809", _INT_RULE),  # regex stored these three as floats
+        ("18446744073709551616", "18446744073709551616", _INT_RULE),
+        ("12345678901234567890", "12345678901234567890", _INT_RULE),
+        ("1e400", "inf", _NOT_FINITE),
+    ],
+)
+def test_a_value_no_metric_may_hold_is_one_parse_error_naming_metric_and_value(
+    parser: str, written: str, shown: str, why: str
+) -> None:
+    text = f"v={written}" if parser == "regex" else f'log line\n{{"v": {written}}}'
+    with pytest.raises(ParseError) as exc:
+        parse_case(_generic(parser), [text, text], {})
+    hint = " (a figure that large is written as a float, 1.8e19, or in a larger unit)" if why == _INT_RULE else ""
+    shown = written if parser == "regex" else shown  # JSON gives the number read (1e400 reads as inf)
+    assert str(exc.value) == f"parser {parser}: metric 'v' in the output is {shown}, {why}{hint} (run 1 of 2)"
+
+
+@pytest.mark.parametrize(("parser", "written"), [("json", "NaN"), ("json", "-Infinity"), ("regex", "nan"),
+                                                 ("regex", "-inf"), ("regex", "Infinity")])  # fmt: skip
+def test_nan_and_infinities_are_named_not_missing(parser: str, written: str) -> None:
+    text = f"v={written}" if parser == "regex" else f'{{"v": {written}}}'
+    with pytest.raises(ParseError) as exc:
+        parse_case(_generic(parser), [text])
+    assert "found no metric" not in str(exc.value)
+    assert str(exc.value).startswith("parser " + parser + ": metric 'v' in the output is ")
+    assert str(exc.value).endswith(_NOT_FINITE)
+
+
+def test_an_engine_parser_follows_the_same_rule_and_names_the_field() -> None:
+    text = VLLM.replace('"output_throughput": 2282.45', '"output_throughput": 9223372036854775808')
+    assert text != VLLM
+    sd = parse_suite('name: s\ndescription: d\ncommand: ["x"]\nparser: vllm-serve\n')
+    assert sd.command is not None
+    with pytest.raises(ParseError) as exc:
+        parse_case(sd.command, [text])
+    assert str(exc.value).startswith(
+        f"parser vllm-serve: metric 'output_throughput' in the output is 9223372036854775808, {_INT_RULE}"
+    )
+    ev = command_result(sd.command, _event({"argv": ["x"]}, {"output": text}), "g")
+    assert ev.type == "error" and ev.data["kind"] == "parse"
+    assert "metric 'output_throughput' in the output is 9223372036854775808" in ev.data["message"]
+
+
+def test_a_word_or_foreign_digits_are_no_number_and_an_earlier_record_is_never_taken_instead() -> None:
+    regex = _generic("regex")
+    for word in ("abc", "\u0661\u0662", "1_000"):  # float() read Arabic-Indic digits and underscores
+        with pytest.raises(ParseError, match="found no metric v in the output"):
+            parse_case(regex, [f"v={word}"])
+    # the last match holding v decides: an unfit value there is refused, never replaced by an earlier one
+    with pytest.raises(ParseError, match="is 99999999999999999999"):
+        parse_case(regex, ["v=5\nv=99999999999999999999"])
