@@ -203,7 +203,9 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     detail = store.get_run(run_id)
     rec = detail.host_run(name)
     assert rec is not None
-    notes = [f"{after_done} line(s) after the done line were not imported"] if after_done else []
+    past_done = (f"{counted(after_done, 'line')} after the done line (line {done_at}) were not imported: the agent "
+                 "writes nothing after done, so the spool was changed or appended to") if after_done else None
+    notes = [past_done] if past_done else []
     if splitter.pending:
         notes.append(f"{splitter.pending} bytes of an unfinished last line were left out")
     if rec.done_counts is None:
@@ -219,10 +221,13 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
         return ImportOutcome(str(path), run_id, suite, name, created, count, new, "unfinished", detail.status,
                              rec.results, rec.errors, "; ".join([why, *notes]))  # fmt: skip
     verdict = _verdict(store, run_id, rec)
-    if rec.status != verdict.stored_status or (verdict.error and verdict.error not in (rec.error or "")):
-        store.finish_host_run(run_id, name, verdict.stored_status, verdict.error)
     error = "; ".join([verdict.error, *notes] if verdict.error else notes) or None
-    return ImportOutcome(str(path), run_id, suite, name, created, count, new, verdict.status,
+    status, stored_status = verdict.status, verdict.stored_status
+    if past_done:  # lines the store cannot hold at their place: the host's account is not whole, say so in it
+        status = stored_status = "failed"
+    if rec.status != stored_status or (error and error not in (rec.error or "")):
+        store.finish_host_run(run_id, name, stored_status, error if past_done else verdict.error)
+    return ImportOutcome(str(path), run_id, suite, name, created, count, new, status,
                          _run_status(store, run_id), rec.results, rec.errors, error)  # fmt: skip
 
 
@@ -309,17 +314,18 @@ def _run_status(store: Store, run_id: str) -> str:
     detail = store.get_run(run_id)
     outcomes: list[HostOutcome] = []
     for rec in detail.host_runs:
-        if rec.done_counts is not None:
+        if rec.done_counts is not None:  # a stored failure stands (lines after its done line, say)
             v = _verdict(store, run_id, rec)
-            outcomes.append(HostOutcome(rec.host, v.status, rec.results, rec.errors))
+            status = "failed" if rec.status == "failed" else v.status
+            outcomes.append(HostOutcome(rec.host, status, rec.results, rec.errors))
         elif rec.status in ("failed", "cancelled"):
             outcomes.append(HostOutcome(rec.host, rec.status, rec.results, rec.errors))
         else:
             return detail.status
-    status = run_status(outcomes)
-    if status != detail.status:
-        store.finish_run(run_id, status)
-    return status
+    run = run_status(outcomes)
+    if run != detail.status:
+        store.finish_run(run_id, run)
+    return run
 
 
 _FACT_KEYS = ("hostname", "gpu_name", "gpu_uuids", "driver")  # what identifies the machine that wrote a spool

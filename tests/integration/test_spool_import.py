@@ -73,6 +73,22 @@ def test_an_imported_run_started_when_its_agent_did_with_the_spec_s_preset(store
     assert store.get_run(RUN_ID).preset == "tiny"
 
 
+def test_a_line_after_the_done_line_fails_the_host_and_says_so_in_the_store(store: Store, tmp_path: Path) -> None:
+    # the variant tester: a result after done was dropped, the run stored `completed` and no trace kept
+    spool = _spool(tmp_path / "events.jsonl")
+    extra = _line(6, "result", case_index=4, case={"ms": 5.0}, metrics={"time_ms": {"value": 5.0, "unit": "ms"}})
+    with open(spool, "a") as f:
+        f.write(extra + "\n" + _line(7, "done", status="completed", counts={"lines": 7, "results": 5}) + "\n")
+    out = _import(store, spool)
+    assert (out.status, out.run_status, out.results) == ("failed", "partial", 4)
+    want = "2 lines after the done line (line 5) were not imported: the agent writes nothing after done"
+    assert want in (out.error or "")
+    hr = store.get_run(RUN_ID).host_run("node-7")
+    assert hr is not None and hr.status == "failed" and want in (hr.error or "")
+    again = _import(store, spool)  # idempotent: the same verdict, nothing stored twice
+    assert (again.status, again.new_lines, store.results(RUN_ID).total) == ("failed", 0, 4)
+
+
 def test_import_completes_a_run_whose_host_was_lost_mid_run(store: Store, tmp_path: Path) -> None:
     """The live run stored 2 lines and lost the host (partial); the spool copied off it later brings the rest."""
     spool = _spool(tmp_path / "events.jsonl")
