@@ -75,6 +75,14 @@ def agent_source_sha256(src: Path | None = None) -> str:
     return hashlib.sha256(agent_pyz_bytes(src)).hexdigest()
 
 
+def agent_tree_sha256(src: Path | None = None) -> str:
+    """sha256 (hex) of the agent's files as the host unpacks them next to agent.pyz (``deploy_helper.tree_sha256``
+    of the archive's entries): what the host checks its unpacked tree against before running it."""
+    from orchestrator.remote.deploy_helper import tree_sha256
+
+    return tree_sha256(_sources(src or agent_source_dir()))
+
+
 def build_agent_pyz(out_dir: Path) -> tuple[Path, str]:
     """Write ``out_dir/agent.pyz`` (mode 0755, replaced atomically) and return ``(path, sha256 hex)``."""
     data = agent_pyz_bytes()

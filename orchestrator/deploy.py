@@ -3,6 +3,8 @@
 On the host (under the login user's home)::
 
     ~/.orch/agent/<sha256>/agent.pyz        the agent zipapp; its sha256 is its version
+    ~/.orch/agent/<sha256>/tree/            the zipapp unpacked, with its bytecode: what runs (``python3 tree``),
+                                            verified file by file at every deploy check, else the zipapp runs
     ~/.orch/builds/<sha256>/                an engine build, unpacked; ``.complete`` marks it whole
     ~/.orch/builds/current -> <sha256>      switched atomically (symlink renamed over the old one)
 
@@ -30,7 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agent_build import agent_pyz_bytes
+from orchestrator.agent_build import agent_pyz_bytes, agent_tree_sha256
 from orchestrator.errors import DeployError, UsageError
 from orchestrator.inventory import Host
 from orchestrator.remote import source
@@ -42,12 +44,14 @@ DEFAULT_KEEP_BUILDS = 3
 
 @dataclass(frozen=True)
 class Artifact:
-    """A local file to push: its path, sha256 (hex), size in bytes and a display name."""
+    """A local file to push: its path, sha256 (hex), size in bytes and a display name; for the agent, also the
+    sha256 of its unpacked tree (``agent_build.agent_tree_sha256``)."""
 
     path: Path
     sha256: str
     size_bytes: int
     name: str
+    tree_sha256: str | None = None
 
 
 @cache
@@ -62,7 +66,7 @@ def agent_artifact() -> Artifact:
         tmp = path.with_suffix(".part")
         tmp.write_bytes(data)
         os.replace(tmp, path)
-    return Artifact(path, sha, len(data), "agent.pyz")
+    return Artifact(path, sha, len(data), "agent.pyz", agent_tree_sha256())
 
 
 def pack_build(build: Path, out_dir: Path) -> Artifact:
@@ -143,10 +147,19 @@ class HostDeploy:
     home: str = ""
     python: str = ""
     facts: dict[str, Any] | None = field(default=None, repr=False)  # the agent's host facts, when asked and present
+    agent_run: str = ""  # what the host runs: the verified tree, else the zipapp (the helper's ``agent_run``)
+    agent_tree: str | None = None  # present | unpacked | unavailable (then ``agent_tree_note`` says why)
+    agent_tree_note: str | None = None
+
+    @property
+    def pyz_path(self) -> str:
+        """The zipapp on the host (one file: what a Slurm job copies to its nodes)."""
+        return f"{self.home}/.orch/agent/{self.agent_sha}/agent.pyz"
 
     @property
     def agent_path(self) -> str:
-        return f"{self.home}/.orch/agent/{self.agent_sha}/agent.pyz"
+        """What ``python3 PATH COMMAND`` runs: the agent's verified tree, else its zipapp."""
+        return self.agent_run or self.pyz_path
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -184,7 +197,8 @@ async def deploy_host(
     ``facts``: also read the host facts through the agent already on the host, in the same round trip (the
     result's ``facts``; None when the agent had to be uploaded, so the caller asks the agent itself)."""
     agent = agent_artifact()
-    args = ["ensure", "--agent-sha", agent.sha256, "--keep", str(keep)]
+    tree = ["--agent-tree", agent.tree_sha256] if agent.tree_sha256 else []
+    args = ["ensure", "--agent-sha", agent.sha256, *tree, "--keep", str(keep)]
     if build is not None:
         args += ["--build-sha", build.sha256]
     if facts:
@@ -193,18 +207,20 @@ async def deploy_host(
     out = HostDeploy(host.name, agent.sha256, "present", home=state["home"], python=state.get("python", ""))
     if isinstance(state.get("facts"), dict):
         out.facts = state["facts"]
+    _tree(out, state)
     cur = state.get("current_build")
     out.current_build = cur if isinstance(cur, str) and cur else None
     if state["agent"] != "present":
         await t.put(agent.path, f".orch/agent/{agent.sha256}/agent.pyz")
         out.agent, out.uploaded_bytes = "uploaded", agent.size_bytes
-        check = await _helper(t, host, ["ensure", "--agent-sha", agent.sha256])
+        check = await _helper(t, host, ["ensure", "--agent-sha", agent.sha256, *tree])
         if check["agent"] != "present":
             raise DeployError(
                 host.name,
                 f"agent.pyz on the host does not hash to {agent.sha256[:12]} after upload",
                 "the upload was corrupted; run orch deploy again",
             )
+        _tree(out, check)
     if build is not None:
         out.build_sha = build.sha256
         if state.get("build") == "present":
@@ -219,6 +235,14 @@ async def deploy_host(
             out.uploaded_bytes += build.size_bytes
         out.current_build = build.sha256
     return out
+
+
+def _tree(out: HostDeploy, state: dict[str, Any]) -> None:
+    """The helper's answer on the agent's tree: what to run (only a path it verified), present/unpacked/why not."""
+    run, tree, note = state.get("agent_run"), state.get("agent_tree"), state.get("agent_tree_note")
+    out.agent_run = run if isinstance(run, str) and state.get("agent") == "present" else ""
+    out.agent_tree = tree if isinstance(tree, str) else None
+    out.agent_tree_note = note if isinstance(note, str) else None
 
 
 def _refusal(stdout: str) -> tuple[str, str] | None:

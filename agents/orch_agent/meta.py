@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 
@@ -21,11 +20,34 @@ def archive_path() -> str | None:
         path = parent
 
 
+def deployed_tree() -> str | None:
+    """The deployed tree this code runs from (``<agent dir>/<sha256>/tree``, unpacked from the ``agent.pyz`` next
+    to it and verified against it by orch's deploy check, ``orchestrator/remote/deploy_helper.py``), or None."""
+    tree = os.path.dirname(_PKG_DIR)
+    sha = os.path.basename(os.path.dirname(tree))
+    if (
+        os.path.basename(tree) == "tree"
+        and len(sha) == 64
+        and all(c in "0123456789abcdef" for c in sha)
+        and os.path.isfile(os.path.join(tree, "__main__.py"))
+        and os.path.isfile(os.path.join(os.path.dirname(tree), "agent.pyz"))
+    ):
+        return tree
+    return None
+
+
 def agent_version() -> str:
-    """sha256 (hex) of the agent.pyz being run — the same digest orch's build computes — or ``"dev"``."""
+    """sha256 (hex) of the agent.pyz being run — the same digest orch's build computes — or ``"dev"``. From a
+    deployed tree: the name of its directory, the digest the deploy check verified the zipapp and the tree
+    against."""
+    tree = deployed_tree()
+    if tree is not None:
+        return os.path.basename(os.path.dirname(tree))
     pyz = archive_path()
     if pyz is None:
         return "dev"
+    import hashlib
+
     h = hashlib.sha256()
     with open(pyz, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -35,16 +57,16 @@ def agent_version() -> str:
 
 def self_argv(*args: str) -> list[str]:
     """argv that runs this agent again with ``args`` under the same interpreter."""
-    pyz = archive_path()
-    if pyz is not None:
-        return [sys.executable, pyz, *args]
+    target = deployed_tree() or archive_path()
+    if target is not None:
+        return [sys.executable, target, *args]
     return [sys.executable, "-m", __package__ or "orch_agent", *args]
 
 
 def self_env() -> dict[str, str]:
     """Environment for ``self_argv``: from a source tree, the package's root goes first on PYTHONPATH."""
     env = dict(os.environ)
-    if archive_path() is None and __package__:
+    if deployed_tree() is None and archive_path() is None and __package__:
         root = _PKG_DIR
         for _ in range(
             __package__.count(".")

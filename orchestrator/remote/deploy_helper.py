@@ -1,8 +1,10 @@
 """Runs ON the host (stdlib only, Python 3.8+): inspect, install and switch orch's content-addressed files.
 
-Layout under ~/.orch:  agent/<sha>/agent.pyz   builds/<sha>/ (+ .complete holding the sha)   builds/current -> <sha>
+Layout under ~/.orch:  agent/<sha>/agent.pyz   agent/<sha>/tree/ (the zipapp unpacked, with its bytecode)
+                       builds/<sha>/ (+ .complete holding the sha)   builds/current -> <sha>
 
-Usage: python3 -c SOURCE ensure --agent-sha SHA [--build-sha SHA] [--keep N] [--facts [--orch-home DIR]]
+Usage: python3 -c SOURCE ensure --agent-sha SHA [--agent-tree TREE_SHA] [--build-sha SHA] [--keep N]
+                                [--facts [--orch-home DIR]]
        python3 -c SOURCE install-build --build-sha SHA [--tarball NAME] [--keep N]
 Prints one JSON object; exit 0, or 1 with {"error": ..., "hint": ...}.
 
@@ -29,10 +31,13 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import tarfile
+    from collections.abc import Iterable
 
-# shutil, tarfile and tempfile are imported where a build is pruned or installed: the everyday call (``ensure``
-# with the facts, once per host per run) needs none of them, and tarfile alone is ~15-70 ms of each start.
+# shutil, tarfile, tempfile, zipfile and compileall are imported where a build is pruned or installed or the agent
+# unpacked: the everyday call (``ensure`` with the facts, once per host per run) needs none of them, and tarfile
+# alone is ~15-70 ms of each start.
 
+TREE_DIR = "tree"
 REPACK_HINT = "repack the build (orch deploy --build DIR packs a directory safely) without that member"
 
 
@@ -61,6 +66,126 @@ def agent_state(sha):
     if not os.path.isfile(path):
         return "missing", path
     return ("present" if sha256_file(path) == sha else "corrupt"), path
+
+
+def tree_sha256(files: Iterable[tuple[str, bytes]]) -> str:
+    """Digest of an agent tree: ``files`` is ``(posix relative path, bytes)`` pairs. sha256 over the sorted lines
+    ``path NUL sha256(bytes) LF``. orch computes it from the sources it packs into agent.pyz; the host from the
+    unpacked directory (``__pycache__`` left out: the bytecode is checked against its source by Python itself,
+    the ``.pyc`` files being checked-hash ones, PEP 552)."""
+    h = hashlib.sha256()
+    for rel, data in sorted(files):
+        h.update(rel.encode("utf-8") + b"\0" + hashlib.sha256(data).hexdigest().encode("ascii") + b"\n")
+    return h.hexdigest()
+
+
+def _tree_files(root):
+    """``(relative path, bytes)`` of every file under ``root`` outside ``__pycache__``; None when the tree holds
+    anything else than directories and regular files (a link, a FIFO: never a tree this helper made)."""
+    out = []
+    stack = [""]
+    while stack:
+        rel_dir = stack.pop()
+        for entry in os.scandir(os.path.join(root, rel_dir) if rel_dir else root):
+            rel = rel_dir + "/" + entry.name if rel_dir else entry.name
+            if entry.is_symlink():
+                return None
+            if entry.is_dir():
+                if entry.name != "__pycache__":
+                    stack.append(rel)
+            elif entry.is_file():
+                with open(entry.path, "rb") as f:
+                    out.append((rel, f.read()))
+            else:
+                return None
+    return out
+
+
+def tree_state(root, tree_sha):
+    """``present`` when ``root`` holds exactly the files whose digest is ``tree_sha``, ``missing``, or
+    ``changed`` (a partial unpack, an edited, added or removed file)."""
+    if not os.path.lexists(root):
+        return "missing"
+    if os.path.islink(root) or not os.path.isdir(root):
+        return "changed"
+    try:
+        files = _tree_files(root)
+    except OSError:
+        return "changed"
+    return "present" if files is not None and tree_sha256(files) == tree_sha else "changed"
+
+
+def ensure_tree(pyz, tree_sha):
+    """The agent unpacked next to its verified zipapp, in ``<sha>/tree``, run as ``python3 <sha>/tree``: Python
+    compiles a zipapp's modules at every start (zipimport keeps no bytecode), a directory's once.
+
+    Returns ``(state, path to run, note)``: ``present`` (verified as it is), ``unpacked`` (made now, or made again
+    because it had changed), or ``unavailable`` with the zipapp's path and why (a home that cannot be written,
+    a tree another user made that differs): the zipapp still runs, only slower. Never returns a tree that does
+    not verify. The unpack goes to a temporary directory (unique: hosts may share this home), its bytecode is
+    written there as checked-hash ``.pyc`` for this interpreter (``py_compile``, whatever PYTHONDONTWRITEBYTECODE
+    says), it is verified, then renamed into place; a changed tree is moved aside and removed first."""
+    root = os.path.join(os.path.dirname(pyz), TREE_DIR)
+    state = tree_state(root, tree_sha)
+    if state == "present":
+        return "present", root, None
+    import shutil
+    import tempfile
+
+    tmp = None
+    try:
+        tmp = tempfile.mkdtemp(prefix=".tree.", suffix=".tmp", dir=os.path.dirname(pyz))
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would hide the tree from users sharing this home
+        _unpack(pyz, tmp, root)
+        files = _tree_files(tmp)
+        if files is None or tree_sha256(files) != tree_sha:
+            return "unavailable", pyz, "the zipapp does not unpack to the tree orch expects (a different orch?)"
+        if state == "changed":
+            stale = tempfile.mkdtemp(prefix=".tree.", suffix=".stale", dir=os.path.dirname(pyz))
+            try:
+                os.rename(root, os.path.join(stale, "old"))
+            except OSError:
+                pass  # another deploy moved it first; the rename below decides
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.rename(tmp, root)
+            tmp = None
+        except OSError:
+            pass  # a concurrent deploy (a host sharing this home) put its tree there first: verified below
+        if tree_state(root, tree_sha) == "present":
+            return "unpacked", root, None
+        return "unavailable", pyz, f"{root} differs from the agent and cannot be replaced"
+    except OSError as exc:
+        return "unavailable", pyz, f"cannot unpack the agent next to {pyz}: {exc.strerror or exc}"
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _unpack(pyz, dest, final):
+    """Extract the zipapp's ``.py`` members into ``dest`` (modes as the umask says, like any file the user
+    makes), then compile them (tracebacks naming the files under ``final``, where ``dest`` is renamed to)."""
+    import compileall
+    import py_compile
+    import zipfile
+
+    with zipfile.ZipFile(pyz) as zf:
+        for info in zf.infolist():
+            name = info.filename
+            parts = name.split("/")
+            if info.is_dir() or not name.endswith(".py"):
+                continue
+            if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+                raise OSError(f"unexpected member {name!r} in {pyz}")
+            target = os.path.join(dest, *parts)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(zf.read(info))
+    compileall.compile_dir(
+        dest, ddir=final, quiet=2, workers=1, invalidation_mode=py_compile.PycInvalidationMode.CHECKED_HASH
+    )
 
 
 def build_state(sha):
@@ -110,6 +235,12 @@ def prune(keep, protect):
 def cmd_ensure(args):
     agent, agent_path = agent_state(args.agent_sha)
     out = {"home": os.path.expanduser("~"), "agent": agent, "agent_path": agent_path, "python": sys.executable}
+    run_path = agent_path
+    if agent == "present" and args.agent_tree:
+        out["agent_tree"], run_path, note = ensure_tree(agent_path, args.agent_tree)
+        if note:
+            out["agent_tree_note"] = note
+    out["agent_run"] = run_path
     if args.build_sha:
         out["build"] = build_state(args.build_sha)
         if out["build"] == "present":
@@ -119,14 +250,14 @@ def cmd_ensure(args):
             out["pruned"] = prune(args.keep, {args.build_sha})
     out["current_build"] = current_build()
     if args.facts and agent == "present":
-        out["facts"] = agent_facts(agent_path, args.orch_home)
+        out["facts"] = agent_facts(run_path, args.orch_home)
     return out
 
 
 def agent_facts(agent_path, orch_home):
     """The host facts as the agent's own ``facts`` command gives them (its ``sysinfo.collect``, torch probe from
-    the host's cache), read from the agent.pyz just verified: one round trip for the runner's deploy check and
-    facts instead of two."""
+    the host's cache), read from the agent just verified (its tree, else its zipapp): one round trip for the
+    runner's deploy check and facts instead of two."""
     sys.path.insert(0, agent_path)
     try:
         from orch_agent import sysinfo  # type: ignore[import-not-found]  # inside the agent zipapp
@@ -298,6 +429,7 @@ def main(argv):
     sub = p.add_subparsers(dest="cmd", required=True)
     e = sub.add_parser("ensure")
     e.add_argument("--agent-sha", required=True)
+    e.add_argument("--agent-tree", help="sha256 of the agent's unpacked tree (tree_sha256): unpack it and run it")
     e.add_argument("--build-sha")
     e.add_argument("--keep", type=int, default=3)
     e.add_argument("--facts", action="store_true", help="also the agent's host facts, when the agent is present")

@@ -236,7 +236,7 @@ class SlurmDriver:
                 f"{self.group.agent_dir.rstrip('/')}/agent-{dep.agent_sha[:16]}.pyz" if self.group.agent_dir else None
             )
             script = jobs.batch_script(
-                self.group, agent=dep.agent_path, spec=f"{job_dir}/spec.json", orch_home=self.job.home,
+                self.group, agent=dep.pyz_path, spec=f"{job_dir}/spec.json", orch_home=self.job.home,
                 run_id=self.r.run_id, node_agent=node_agent, spans=self.spans,
             )  # fmt: skip
             # no "facts": each node's worker reads its own and sends them in its hello line
@@ -248,7 +248,7 @@ class SlurmDriver:
             self.job.info = {
                 "group": self.group.name, "login": self.job.login.name, "job_id": None, "state": None,
                 "reason": None, "nodes": [], "orch_home": self.job.home, "job_dir": job_dir,
-                "agent": dep.agent_path, "agent_sha": dep.agent_sha,
+                "agent": dep.pyz_path, "agent_sha": dep.agent_sha,
                 "spec": redact_spec(spec, _public_env(self.r.registry, req.suite)), "spans_nodes": self.spans,
             }  # fmt: skip
             out = await self.job.slurm(jobs.sbatch_argv(self.group, job_dir, f"{job_dir}/job.sh", self.r.run_id),

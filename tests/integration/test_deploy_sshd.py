@@ -72,7 +72,8 @@ def test_five_concurrent_deploys_to_two_hosts_sharing_one_home_all_succeed(
     assert (builds / sha / ".complete").read_text().strip() == sha
     assert (builds / sha / "weights.bin").read_bytes() == (build / "weights.bin").read_bytes()
     agent_dir = shared / ".orch" / "agent" / rows[0]["agent_sha"]
-    assert [p.name for p in agent_dir.iterdir()] == ["agent.pyz"]
+    assert sorted(p.name for p in agent_dir.iterdir()) == ["agent.pyz", "tree"]  # no temporary trees left
+    assert (agent_dir / "tree" / "orch_agent" / "cli.py").is_file()
     assert hashlib.sha256((agent_dir / "agent.pyz").read_bytes()).hexdigest() == rows[0]["agent_sha"]
 
 
