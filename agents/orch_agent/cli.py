@@ -13,13 +13,13 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
 
 - ``facts``: host facts (``sysinfo.collect``); the torch probe is reused from the host's cache (``--fresh``: probe).
 - ``start --spec FILE`` (``-``: read it from stdin; never on the command line, where ``ps`` shows it and Linux caps
-  one argument at 128 KiB): create the run directory (0700, files 0600), write ``spec.json``, lease the node's
-  GPUs (waiting up to the spec's ``lease_wait_s``), launch the worker detached (own session) holding the
-  leases, write ``pid``; prints ``{"run_id", "host", "pid", "spool", "started": true}`` and exits
-  at once. Starting a run whose spool already has ``done`` prints its status with ``"started": false``
-  (idempotent, for resume). ``start ... --follow``: after that line, on the same stdout, what ``follow RUN_ID
-  --from 0`` prints (one SSH session and one Python start instead of two; a dropped connection is followed
-  again with ``follow --from SEQ``); errors once following are ``follow``'s (stderr, exit 3).
+  one argument at 128 KiB): create the run directory (0700, files 0600), write ``spec.json``, lease the node's GPUs
+  (waiting up to the spec's ``lease_wait_s``), fork the worker detached (own session) holding the leases, write
+  ``pid.start`` and ``pid`` (see ``runs.py``); prints ``{"run_id", "host", "pid", "spool", "started": true}`` and
+  exits at once. Starting a run whose spool already has ``done`` prints its status with ``"started": false``
+  (idempotent, for resume). ``start ... --follow``: after that line, on the same stdout, what ``follow RUN_ID --from
+  0`` prints (one SSH session and one Python start instead of two; a dropped connection is followed again with
+  ``follow --from SEQ``); errors once following are ``follow``'s (stderr, exit 3).
 - ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
   the ``done`` line. A dead worker's error carries its ``reason`` (``fatal.py``) when it recorded one.
 - ``slurm-task --spec FILE``: inside a Slurm job step, this node's worker in the foreground (``slurm_task.py``).
@@ -39,25 +39,18 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
 from __future__ import annotations
 
 import argparse
-import datetime
-import fcntl
-import getpass
-import hashlib
 import json
 import os
-import platform
-import signal
-import subprocess
 import sys
 import time
 from typing import Any
 
-from . import PROTOCOL_VERSION, fatal, leases, sysinfo
-from .meta import agent_version, self_argv, self_env
-from .reaper import kill_session
-from .runs import RunDir, group_alive, is_worker, pid_alive, session_members, valid_run_id
-from .spec import validate
+from . import PROTOCOL_VERSION, fatal
+from .runs import RunDir, group_alive, pid_alive, session_members, start_time, valid_run_id
 from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
+
+# Each command imports what only it needs (sysinfo, leases, reaper's ctypes, subprocess, platform, hashlib ...):
+# every start of the agent on a host is on the run's critical path, and a run starts it twice.
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN, EXIT_WRITE, EXIT_SPOOL_CHANGED = 0, 1, 2, 3, 4, 5, 6
 CANCEL_GRACE_S = 10.0
@@ -98,16 +91,24 @@ def _existing_run(run_id: str, args: argparse.Namespace) -> RunDir:
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
+    from . import sysinfo
+
     _print(sysinfo.collect(args.orch_home, torch_cache=not args.fresh))
     return EXIT_OK
 
 
 def cmd_version(args: argparse.Namespace) -> int:
+    import platform
+
+    from .meta import agent_version
+
     _print({"agent_version": agent_version(), "python": platform.python_version(), "protocol": PROTOCOL_VERSION})
     return EXIT_OK
 
 
 def _load_spec(args: argparse.Namespace) -> dict[str, Any]:
+    from .spec import validate
+
     try:
         if args.spec == "-":
             raw = json.loads(sys.stdin.buffer.read().decode("utf-8"))
@@ -120,6 +121,8 @@ def _load_spec(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
+    import fcntl
+
     spec = _load_spec(args)
     rd = _run_dir(spec["run_id"], args)
     os.umask(0o077)  # the run's files hold the spec (env values may be secrets): 0700 directories, 0600 files
@@ -187,9 +190,13 @@ def _write_file(path: str, data: bytes) -> None:
 
 def _take_leases(rd: RunDir, spec: dict[str, Any]) -> dict[str, int]:
     """Lease the GPUs this run uses (``leases.py``); ``{uuid: locked fd}``. Raises CliError ``gpu_busy``."""
+    from . import leases
+
     uuids = leases.gpu_uuids(spec.get("facts"))
     if not uuids:
         return {}
+    import datetime
+    import getpass
 
     def waiting(busy: leases.LeaseBusy) -> None:
         sys.stderr.write(json.dumps({"waiting": str(busy), "holder": busy.holder}, sort_keys=True) + "\n")
@@ -201,7 +208,7 @@ def _take_leases(rd: RunDir, spec: dict[str, Any]) -> dict[str, int]:
         raise CliError(str(busy), "gpu_busy", EXIT_USAGE, {"gpu": busy.gpu, "holder": busy.holder}) from None
     except OSError as exc:
         raise CliError(
-            f"cannot use the GPU lease directory {sysinfo.lease_dir()}: {exc.strerror or exc}", "lease_dir", EXIT_WRITE
+            f"cannot use the GPU lease directory {_lease_dir()}: {exc.strerror or exc}", "lease_dir", EXIT_WRITE
         ) from None
     started = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     for uuid, fd in held.items():
@@ -213,6 +220,12 @@ def _take_leases(rd: RunDir, spec: dict[str, Any]) -> dict[str, int]:
     return held
 
 
+def _lease_dir() -> str:
+    from .sysinfo import lease_dir
+
+    return lease_dir()
+
+
 def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
     try:
         fatal.reserve(rd.reason_path)
@@ -220,29 +233,86 @@ def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
         raise _write_error(rd.reason_path, exc) from None
     _write_file(rd.spec_path, json.dumps(spec, sort_keys=True).encode("utf-8"))
     held = _take_leases(rd, spec)
-    lease_paths = [os.path.join(sysinfo.lease_dir(), u + ".lock") for u in sorted(held)]
+    lease_paths = [os.path.join(_lease_dir(), u + ".lock") for u in sorted(held)]
     _write_file(os.path.join(rd.path, "leases.json"), json.dumps(lease_paths).encode("utf-8"))
-    with open(os.devnull, "rb") as stdin, open(os.path.join(rd.path, "worker.log"), "ab") as log:
-        # Detached: its own session (survives the SSH session's SIGHUP), no inherited fds. Never waited on
-        # here; once this process exits the worker is reparented and reaped by init.
-        proc = subprocess.Popen(
-            self_argv("_worker", rd.path),
-            stdin=stdin,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            start_new_session=True,
-            cwd=rd.path,
-            env=self_env(),
-            pass_fds=tuple(held.values()),  # the worker holds the GPU leases for as long as it lives
-        )
-    for fd in held.values():
-        rec = leases.read_record(fd)
-        leases.write_record(fd, {**rec, "pid": proc.pid})
-    leases.release(held)  # our copies only: the worker's descriptors keep the locks
-    _write_file(rd.pid_path, f"{proc.pid}\n".encode())
-    _print({"run_id": spec["run_id"], "host": rd.host, "pid": proc.pid, "spool": rd.spool, "started": True})
+    pid = _fork_worker(rd, tuple(held.values()))
+    if held:
+        from . import leases
+
+        for fd in held.values():
+            rec = leases.read_record(fd)
+            leases.write_record(fd, {**rec, "pid": pid})
+        leases.release(held)  # our copies only: the worker's descriptors keep the locks
+    start = start_time(pid)
+    if start is not None:  # first: whoever reads ``pid`` finds how to tell this worker from a recycled pid
+        _write_file(rd.pid_start_path, f"{pid} {start}\n".encode())
+    _write_file(rd.pid_path, f"{pid}\n".encode())
+    _print({"run_id": spec["run_id"], "host": rd.host, "pid": pid, "spool": rd.spool, "started": True})
     return EXIT_OK
+
+
+def _fork_worker(rd: RunDir, lease_fds: tuple[int, ...]) -> int:
+    """Fork the worker (no second interpreter start: this process has its modules loaded) and return its pid
+    once it is detached: its own session and process group (it survives the SSH session; ``cancel`` signals
+    that group), cwd the run directory, stdin /dev/null, stdout and stderr ``worker.log``, no descriptor of
+    this process left open but ``lease_fds`` (it holds the GPU leases for as long as it lives; the start lock,
+    the SSH channel and the rest are closed). Never waited on: once ``start`` exits, init reaps it. The
+    worker never returns into this code: it leaves with ``os._exit``."""
+    log_path = os.path.join(rd.path, "worker.log")
+    try:
+        log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise _write_error(log_path, exc) from None
+    ready_r, ready_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = EXIT_ERROR
+        try:
+            os.setsid()
+            os.chdir(rd.path)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            _close_fds_but({0, 1, 2, ready_w, *lease_fds})
+            os.close(ready_w)  # detached: the parent may return the pid
+            from .worker import run
+
+            code = run(rd.path)
+        except BaseException:  # noqa: BLE001 - the worker's last words go to worker.log, never up into start
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            finally:
+                os._exit(code)
+    os.close(log)
+    os.close(ready_w)
+    try:
+        os.read(ready_r, 1)  # EOF once the worker has its own session (or has died trying)
+    finally:
+        os.close(ready_r)
+    return pid
+
+
+def _close_fds_but(keep: set[int]) -> None:
+    """Close every open descriptor of this process not in ``keep`` (the ones /proc/self/fd lists: a high
+    RLIMIT_NOFILE makes closing the whole range slow where the kernel has no close_range)."""
+    try:
+        fds = [int(n) for n in os.listdir("/proc/self/fd")]
+    except OSError:
+        fds = list(range(3, 1 << 16))
+    for fd in fds:
+        if fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass  # the descriptor listdir itself had open
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
@@ -302,9 +372,13 @@ def cmd_slurm_task(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    import signal
+
+    from .reaper import kill_session
+
     rd = _existing_run(args.run_id, args)
     pid = rd.pid()
-    was_running = pid is not None and is_worker(pid, rd.path)
+    was_running = pid is not None and rd.worker_alive()
     # A live pid that is not our worker is a recycled pid: its group and session are someone else's. A dead
     # worker's pid cannot be reused while processes of its session or group are left (the kernel keeps it).
     ours = pid is not None and (was_running or not pid_alive(pid))
@@ -353,6 +427,8 @@ def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
 
 
 def _read_text(path: str) -> dict[str, Any]:
+    import hashlib
+
     with open(path, "rb") as f:
         data = f.read()
     return {"text": data.decode("utf-8", "replace"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}

@@ -1,10 +1,13 @@
 """A run's directory on the host and the liveness of its worker.
 
-``<orch_home>/runs/<run_id>/<host>/`` (per host: homes are often shared over NFS, and two hosts of one run must
-not share a spool) holds ``spec.json``, ``pid`` (the worker's pid, which is also its process group and session
-id), ``events.jsonl`` (the spool), ``reason`` (why the worker died, when it could tell: see :mod:`.fatal`),
-``outputs/`` (full outputs of ``command`` cases) and ``worker.log`` (the worker's stdout and stderr: tracebacks of
-crashes that the spool could not record). Everything is created 0700/0600: the spec may hold secrets in ``env``.
+``<orch_home>/runs/<run_id>/<host>/`` (per host: homes are often shared over NFS, and two hosts of one run must not
+share a spool) holds ``spec.json``, ``pid`` (the worker's pid, which is also its process group and session id),
+``pid.start`` (``PID START``, written before ``pid``: the worker's start time in clock ticks after boot, field 22 of
+``/proc/PID/stat``, by which a recycled pid is told apart from a worker that ``start`` forked; absent for a worker
+that exec'd ``_worker RUN_DIR``, recognised by its command line), ``events.jsonl`` (the spool), ``reason`` (why the
+worker died, when it could tell: see :mod:`.fatal`), ``outputs/`` (full outputs of ``command`` cases) and
+``worker.log`` (the worker's stdout and stderr: tracebacks of crashes that the spool could not record). Everything
+is created 0700/0600: the spec may hold secrets in ``env``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,15 @@ import socket
 from typing import Any
 
 from .spool import SPOOL_NAME, find_done, read_lines
-from .sysinfo import resolve_home
+
+DEFAULT_ORCH_HOME = "~/.orch"
+
+
+def resolve_home(orch_home: str | None = None) -> str:
+    """The absolute orch home: the argument, else ``~/.orch`` — as ``sysinfo.resolve_home``, which keeps its own
+    copy because it also runs alone (``orch doctor`` sends sysinfo.py's source), and which this module does not
+    import: a run's commands need none of the facts."""
+    return os.path.abspath(os.path.expanduser(orch_home or DEFAULT_ORCH_HOME))
 
 _RUN_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -78,15 +89,30 @@ class RunDir:
         return os.path.isdir(self.path)
 
     def pid(self) -> int | None:
+        return self._pid_file()[0]
+
+    @property
+    def pid_start_path(self) -> str:
+        return self.pid_path + ".start"
+
+    def _pid_file(self) -> tuple[int | None, int | None]:
+        """``(pid, start time)``: ``(None, None)`` before ``pid`` is written, start None without ``pid.start``
+        for that pid."""
         try:
             with open(self.pid_path) as f:
-                return int(f.read().strip())
+                pid = int(f.read().strip())
         except (OSError, ValueError):
-            return None
+            return None, None
+        try:
+            with open(self.pid_start_path) as f:
+                fields = f.read().split()
+            return pid, (int(fields[1]) if int(fields[0]) == pid else None)
+        except (OSError, ValueError, IndexError):
+            return pid, None
 
     def worker_alive(self) -> bool:
-        pid = self.pid()
-        return pid is not None and is_worker(pid, self.path)
+        pid, start = self._pid_file()
+        return pid is not None and is_worker(pid, self.path, start)
 
     def status(self) -> dict[str, Any]:
         """``{"run_id", "host", "state": running|finished|dead|unknown, "pid", "lines", "done"}`` (+ ``reason`` when
@@ -100,7 +126,7 @@ class RunDir:
             state = "finished"
         elif pid is None:
             state = "unknown"
-        elif is_worker(pid, self.path):
+        elif self.worker_alive():
             state = "running"
         else:
             state = "dead"
@@ -131,8 +157,22 @@ def pid_alive(pid: int) -> bool:
 PF_KTHREAD = 0x00200000  # <linux/sched.h>: the flags field (9th) of /proc/PID/stat marks a kernel thread
 
 
-def is_worker(pid: int, run_dir: str) -> bool:
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks after boot (field 22 of ``/proc/PID/stat``, ``proc(5)``), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_worker(pid: int, run_dir: str, start: int | None = None) -> bool:
     """Alive, and (where /proc tells) still the worker of ``run_dir`` rather than a recycled pid.
+
+    ``start``: the worker's start time as ``start`` recorded it (a worker forked by ``start`` has the command line
+    of ``start``): the process is the worker when it started then. Without it (a worker that exec'd
+    ``_worker RUN_DIR``, as ``slurm-task`` does), the command line tells.
 
     An empty command line is a process inside ``execve``: ``subprocess.Popen`` returns once the close-on-exec
     descriptors are closed, before the kernel has laid out the new program's arguments (measured: 285 of 300
@@ -140,6 +180,9 @@ def is_worker(pid: int, run_dir: str) -> bool:
     process is taken as the worker just launched; a kernel thread (also without a command line) is not."""
     if not pid_alive(pid):
         return False
+    if start is not None:
+        now = start_time(pid)
+        return now is None or now == start
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             raw = f.read()
