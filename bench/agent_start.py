@@ -68,7 +68,7 @@ def check(py: str, v: Variant) -> float:
 def start(py: str, v: Variant, n: int, importtime: bool = False) -> tuple[float, str]:
     run_id = f"bench-{v.name}-{n}"
     spec = {"run_id": run_id, "suite": "noop", "bench": "sleep", "cases": [{"ms": 0}], "repeat": 1, "warmup": 0,
-            "facts": {}, "telemetry_ms": 0}  # fmt: skip
+            "facts": {"nvidia_smi": {"stdout": ""}}, "telemetry_ms": 0}  # facts as orch sends them from a GPU-less host
     home = v.home / f"orch-home-{n}"
     argv = [py, *(["-X", "importtime"] if importtime else []), v.run_path, "start", "--spec", "-", "--follow",
             "--orch-home", str(home), "--host", "h"]  # fmt: skip

@@ -30,8 +30,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .sysinfo import _nvidia_smi, lease_dir
-
 POLL_S = 1.0
 
 
@@ -58,6 +56,8 @@ def gpu_uuids(facts: dict[str, Any] | None = None) -> list[str]:
     """UUIDs of the GPUs this run uses (see the module docstring), sorted."""
     smi = (facts or {}).get("nvidia_smi") if isinstance(facts, dict) else None
     if not isinstance(smi, dict) or "stdout" not in smi:
+        from .sysinfo import _nvidia_smi  # only without orch's facts: a start on a GPU-less host loads no sysinfo
+
         smi = _nvidia_smi()
     uuids = []
     rows = list(csv.reader(io.StringIO(str(smi.get("stdout") or ""))))
@@ -126,6 +126,8 @@ def acquire(
     directory cannot be used."""
     deadline = time.monotonic() + max(0.0, wait_s)
     told = False
+    from .sysinfo import lease_dir
+
     d = lease_dir()
     while True:
         held: dict[str, int] = {}
