@@ -7,7 +7,7 @@ Each ``start`` runs under a fresh orch home; the agent is deployed once per vari
 check unpacks, as ``orch deploy`` does). The last section is ``python -X importtime`` of each variant's start
 process (cumulative, top-level modules).
 
-Usage: .venv/bin/python bench/agent_start.py [--before REF] [--repeat 15] [--python PATH]
+Usage: .venv/bin/python bench/agent_start.py [--before REF | --before-dir CHECKOUT] [--repeat 15] [--python PATH]
 """
 
 from __future__ import annotations
@@ -102,18 +102,20 @@ def importtime_top(stderr: str, n: int = 8) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--before", default="main", help="git ref whose agent is the baseline, default main")
+    ap.add_argument("--before-dir", help="instead of --before: a checkout of the baseline (where git is not)")
     ap.add_argument("--repeat", type=int, default=15)
     ap.add_argument("--python", default=sys.executable, help="the host's interpreter, default this one")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="orch-agent-start-"))
     try:
-        old = tmp / "before-src"
-        old.mkdir()
-        paths = ["agents/orch_agent", "orchestrator/remote/deploy_helper.py"]
-        arch = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, *paths], capture_output=True,
-                              check=True).stdout  # fmt: skip
-        with tarfile.open(fileobj=io.BytesIO(arch)) as tf:
-            tf.extractall(old, filter="data")
+        old = Path(args.before_dir) if args.before_dir else tmp / "before-src"
+        if not args.before_dir:
+            old.mkdir()
+            paths = ["agents/orch_agent", "orchestrator/remote/deploy_helper.py"]
+            arch = subprocess.run(["git", "-C", str(ROOT), "archive", args.before, *paths], capture_output=True,
+                                  check=True).stdout  # fmt: skip
+            with tarfile.open(fileobj=io.BytesIO(arch)) as tf:
+                tf.extractall(old, filter="data")
         before_tree = "--agent-tree" in (old / "orchestrator/remote/deploy_helper.py").read_text()
         variants = [
             Variant("before", old / "agents/orch_agent", (old / "orchestrator/remote/deploy_helper.py").read_text(),

@@ -287,8 +287,7 @@ def _fork_worker(rd: RunDir, lease_fds: tuple[int, ...]) -> int:
             traceback.print_exc()
         finally:
             try:
-                sys.stdout.flush()
-                sys.stderr.flush()
+                _exit_handlers()
             finally:
                 os._exit(code)
     os.close(log)
@@ -298,6 +297,21 @@ def _fork_worker(rd: RunDir, lease_fds: tuple[int, ...]) -> int:
     finally:
         os.close(ready_r)
     return pid
+
+
+def _exit_handlers() -> None:
+    """What a normal interpreter exit runs, for the forked worker that leaves with ``os._exit``: the atexit
+    handlers (a multi-GPU bench stops its ranks through one, ``benches/_dist.py``; torch registers its own),
+    then the flush of stdout and stderr (``worker.log``)."""
+    import atexit
+
+    run = getattr(atexit, "_run_exitfuncs", None)  # CPython's: the function its own shutdown calls
+    try:
+        if run is not None:
+            run()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
 
 
 def _close_fds_but(keep: set[int]) -> None:
