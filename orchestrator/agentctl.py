@@ -40,9 +40,12 @@ def run_dir_text(host: Host, run_id: str) -> str:
 START_TIMEOUT_S = 120.0
 
 
-def start_argv(agent: list[str], host: Host) -> list[str]:
-    """``agent start --spec - --follow``: start the run's worker, then follow its spool on the same channel."""
-    return [*agent, "start", "--spec", "-", "--follow", *run_opts(host)]
+def start_argv(agent: list[str], host: Host, run_id: str) -> list[str]:
+    """``agent start --spec - --follow --run-id RUN_ID``: start the run's worker, then follow its spool on the same
+    channel. The run id is there for the process table: the worker is forked from ``start`` and keeps its command
+    line, so ``ps``/``pgrep RUN_ID`` find a run's processes on the host (the agent refuses one that differs from the
+    spec's)."""
+    return [*agent, "start", "--spec", "-", "--follow", "--run-id", run_id, *run_opts(host)]
 
 
 def start_input(spec: dict[str, Any], *, wait_s: float = 0.0) -> bytes:

@@ -940,7 +940,8 @@ class Runner:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
         started_by = f"{getpass.getuser()}@{socket.gethostname()}"
         doc = {**spec, "facts": hr.facts, "started_by": started_by, "telemetry_ms": self.req.telemetry_ms}
-        start = _Start(start_argv(agent, hr.host), start_input(doc, wait_s=self.req.wait_s), self.req.wait_s)
+        argv = start_argv(agent, hr.host, self.run_id)
+        start = _Start(argv, start_input(doc, wait_s=self.req.wait_s), self.req.wait_s)
         hr.started = True  # from here a Ctrl-C or cancel stops whatever the start launches on the host
         await hr.follow(from_seq, start)
         return await hr.finish()

@@ -124,6 +124,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     import fcntl
 
     spec = _load_spec(args)
+    if args.run_id is not None and args.run_id != spec["run_id"]:
+        raise CliError(
+            "--run-id {!r} is not the spec's run id {!r}".format(args.run_id, spec["run_id"]), "usage", EXIT_USAGE
+        )
     rd = _run_dir(spec["run_id"], args)
     os.umask(0o077)  # the run's files hold the spec (env values may be secrets): 0700 directories, 0600 files
     try:
@@ -512,6 +516,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("start", help="start a run detached; prints run_id, pid, spool")
     p.add_argument("--spec", required=True, help="spec JSON file, or - to read it from stdin")
     p.add_argument("--follow", action="store_true", help="then print the spool lines until done, as follow does")
+    p.add_argument("--run-id", default=None,
+                   help="the spec's run id, for the process table (the forked worker keeps start's command line)")
     p.add_argument("--poll-s", type=float, default=0.02, help="with --follow: seconds between polls, default 0.02")
     home(p)
     p.set_defaults(fn=cmd_start)

@@ -222,7 +222,7 @@ def test_sigkilled_worker_leaves_no_process_and_a_stale_lease(
         if proc.poll() is None:
             proc.kill()
     _wait(lambda: not _pgrep(f"sleep {secs}"), "the benchmark's processes to die", timeout=60)
-    _wait(lambda: not _pgrep(f"_worker {rd}"), "the worker's guardian to exit", timeout=60)
+    _wait(lambda: not _pgrep(f"run-id {run_id}"), "the worker's guardian to exit", timeout=60)  # forked: start's argv
     assert proc.returncode == 1
     (h,) = json.loads(out)["hosts"]
     assert h["status"] == "failed"
@@ -253,7 +253,7 @@ def test_cancel_kills_the_commands_children_too(sshd_bed: SshdBed, tmp_path: Pat
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert not _pgrep(f"_worker {_run_dir(host.home, run_id, 'gpu-a')}")
+    assert not _pgrep(f"run-id {run_id}")  # the worker and its guardian, forked from start, have start's argv
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ pytestmark = [pytest.mark.sshd, pytest.mark.torch]
 
 def _agent_procs(run_id: str) -> list[str]:
     out = subprocess.run(["pgrep", "-af", run_id], capture_output=True, text=True).stdout
-    return [line for line in out.splitlines() if "_worker" in line or "agent.pyz" in line]
+    # the agent's start and follow, and the worker forked from start (its command line: start's, with --run-id)
+    return [line for line in out.splitlines() if "/.orch/agent/" in line]
 
 
 def test_deploy_twice_uploads_nothing_the_second_time(two_hosts: tuple[Orch, list[Any]]) -> None:

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from agents.orch_agent.runs import pid_alive, session_members, start_time
-from tests.unit.test_agent_cli import agent, home, run_dir, spec, spool_types, start, wait_for
+from tests.unit.test_agent_cli import agent, home, run_dir, spec, spool_types, wait_for
 
 __all__ = ["home"]  # the fixture, shared with test_agent_cli
 
@@ -29,7 +29,7 @@ def _fds(pid: int) -> dict[int, str]:
 
 
 def test_the_worker_is_forked_detached_and_holds_nothing_of_start(home: Path) -> None:
-    out = start(home, spec("f1", [{"ms": 60000}]))
+    out = agent(home, "start", "--spec", "-", "--run-id", "f1", input=spec("f1", [{"ms": 60000}]))
     assert out.returncode == 0, out.stdout + out.stderr
     pid = json.loads(out.stdout)["pid"]
     rd = run_dir(home, "f1")
@@ -39,6 +39,7 @@ def test_the_worker_is_forked_detached_and_holds_nothing_of_start(home: Path) ->
         assert (rd / "pid.start").read_text() == f"{pid} {start_time(pid)}\n"
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         assert b"start" in cmdline and b"_worker" not in cmdline  # start's own command line: forked, not exec'd
+        assert cmdline[cmdline.index(b"--run-id") + 1] == b"f1"  # what ps and pgrep show of the run
         assert os.getsid(pid) == pid and os.getpgid(pid) == pid
         fds = _fds(pid)
         assert fds[0] == "/dev/null"
@@ -60,6 +61,13 @@ def test_the_worker_is_forked_detached_and_holds_nothing_of_start(home: Path) ->
     finally:
         if pid_alive(pid):
             os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_run_id_in_argv_that_is_not_the_specs_is_refused(home: Path) -> None:
+    out = agent(home, "start", "--spec", "-", "--run-id", "other", input=spec("f2", [{"ms": 1}]))
+    assert out.returncode == 2
+    assert json.loads(out.stdout) == {"error": "--run-id 'other' is not the spec's run id 'f2'", "code": "usage"}
+    assert not run_dir(home, "f2").exists()
 
 
 def test_a_recycled_pid_is_not_taken_for_the_worker_and_is_left_alone(home: Path) -> None:
