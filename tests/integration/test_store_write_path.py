@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import text, update
 from sqlalchemy.dialects import sqlite
 
+from orchestrator.errors import NotFoundError
 from orchestrator.protocol import Event
 from orchestrator.store import compute, repo
 from orchestrator.store.models import HostRun
@@ -195,3 +196,45 @@ def test_hello_fills_what_is_unknown_once(store: Store) -> None:
     n1, n2 = _host(store, run_id, "n1"), _host(store, run_id, "n2")
     assert (n1.agent_version, n1.facts, n1.cases_total) == ("v2", {"gpu": "H200"}, 6)
     assert (n2.agent_version, n2.cases_total) == ("v2", None)
+
+
+def test_the_indexed_axes_of_a_row(store: Store) -> None:
+    """``m`` (from ``m`` or ``M``), ``concurrency`` (32-bit column) and ``size_bytes`` (64-bit) are copied from the
+    case to their indexed columns; a value the column cannot hold is left NULL (the case keeps it)."""
+    run_id = _run(store, ["h1"])
+    metrics = {"x": {"value": 1, "unit": "u"}}
+    cases = [{"m": 5, "concurrency": 64, "size_bytes": 2**40}, {"M": 7, "concurrency": 2**31, "size_bytes": 8},
+             {"concurrency": 2**31 - 1}]  # fmt: skip
+    store.ingest(run_id, "h1", [Event(seq=i, type="result", data={"case": c, "case_index": i, "metrics": metrics})
+                                for i, c in enumerate(cases)])  # fmt: skip
+    rows = store.results(run_id).items
+    assert [(r.m, r.concurrency, r.size_bytes) for r in rows] == [(5, 64, 2**40), (7, None, 8), (None, 2**31 - 1, None)]
+    assert rows[1].case == {"M": 7, "concurrency": 2**31, "size_bytes": 8}
+
+
+def test_an_info_that_is_not_an_object_is_not_stored_as_one(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    ev = Event(seq=0, type="result", data={"case": {}, "metrics": {"x": {"value": 1, "unit": "u"}}, "info": [1, 2]})
+    store.ingest(run_id, "h1", [ev])
+    assert [r.info for r in store.results(run_id).items] == [None]
+
+
+def test_an_unknown_host_run_is_named_with_its_hint(store: Store) -> None:
+    run_id = _run(store, ["h1"])
+    with pytest.raises(NotFoundError) as err:
+        store.ingest(run_id, "h9", [_ok(0)])
+    assert (err.value.message, err.value.hint) == (
+        f"no host 'h9' in run {run_id!r}",
+        "the run's hosts are fixed by create_run; check the run id",
+    )
+
+
+def test_what_an_earlier_call_stored_on_the_host_run_is_kept_by_the_next(store: Store) -> None:
+    """Each call reads the host run afresh: its error text is appended to, its number of cases kept."""
+    run_id = _run(store, ["h1"])
+    store.ingest(run_id, "h1", [Event(seq=0, type="hello", data={"cases_total": 3}), Event(seq=1, type="error",
+                                data={"message": "first"})])  # fmt: skip
+    store.ingest(run_id, "h1", [Event(seq=2, type="hello", data={"cases_total": 5}), Event(seq=3, type="error",
+                                data={"message": "second"})])  # fmt: skip
+    rec = _host(store, run_id)
+    assert (rec.cases_total, rec.error) == (3, "[seq 1] first\n[seq 3] second")
