@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import getpass
 import random
 import socket
@@ -73,6 +74,7 @@ from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.resume import (
     AGENT_UNKNOWN_RUN,
+    CANCELLED_BY_USER,
     HOST_ENDED_STATUSES,
     Lost,
     Reattach,
@@ -666,6 +668,7 @@ class Runner:
         self._resolver: SshResolver | None = None  # one per run()/resume(): ssh -G and known_hosts read once
         self._abandon = asyncio.Event()  # a third Ctrl-C: stop waiting for the remote stops (abandon_cancel)
         self._concluded = False  # the run's final status is stored: a late Ctrl-C changes nothing
+        self._collect_only = False  # orch cancel's collection: follow the stopped agents' spools, never start one
 
     @property
     def store(self) -> Store:
@@ -797,7 +800,15 @@ class Runner:
                                first_error=first[0].error if first else None)  # fmt: skip
         return verdict, rec.results, rec.errors
 
-    async def resume(self, run_id: str) -> RunOutcome:
+    async def collect_stopped(self, run_id: str, hosts: Sequence[str]) -> RunOutcome:
+        """``orch cancel``, once ``hosts``' agents answered ``agent cancel``: collect what their spools hold beyond
+        the stored ``last_seq``, up to each agent's ``done`` line, as :meth:`resume` does — a host whose agent had
+        finished ends with its own verdict and results, a stopped one ``cancelled`` — and never start an agent.
+        Raises what :meth:`resume` raises (SuiteError when the run's suite is not known here)."""
+        self._collect_only = True
+        return await self.resume(run_id, only=hosts)
+
+    async def resume(self, run_id: str, *, only: Sequence[str] | None = None) -> RunOutcome:
         """Reattach to a run: follow every host whose ``done`` line is not stored from its last stored position —
         also in a run already marked partial or failed because a connection was lost — then recompute the
         run's status. Raises UsageError for a cancelled run, or one whose every host's done line is stored."""
@@ -825,7 +836,7 @@ class Runner:
 
             group = slurm_group_of(self.inventory, detail.info["slurm"])
             return await SlurmDriver(self, group).resume(detail.info["slurm"])
-        hosts = [self.inventory.host(h) for h in detail.hosts]
+        hosts = [self.inventory.host(h) for h in detail.hosts if only is None or h in only]
         runs = {h.name: _HostRun(self, h) for h in hosts}
         return await self._cancelling(list(runs.values()), self._drive(hosts, resume=True, runs=runs))
 
@@ -922,6 +933,9 @@ class Runner:
                 self.observer.host_state(name, "reattached", plan.detail)
                 await self._follow_counted(hr, plan.from_seq)
                 return await hr.finish()
+            if self._collect_only:  # orch cancel: an agent never started there is not started now
+                await self.writer.call(self.store.finish_host_run, self.run_id, name, "cancelled", CANCELLED_BY_USER)
+                return HostOutcome(name, "cancelled", error=CANCELLED_BY_USER)
             from_seq = plan.from_seq
         await self.writer.call(
             self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha,
@@ -1018,8 +1032,16 @@ async def _cancel_on_host(
         await t.close()
 
 
-async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0) -> RunOutcome:
-    """``orch cancel RUN_ID``: stop the agents of every host of the run and mark it cancelled."""
+async def cancel_run(
+    inventory: Inventory, store: Store, run_id: str, *, timeout_s: float = 10.0, registry: Registry | None = None
+) -> RunOutcome:
+    """``orch cancel RUN_ID``: stop the agents of every host of the run, then collect what each stopped host's spool
+    holds beyond the stored lines (``Runner.collect_stopped``: a host whose agent had already written ``done`` ends
+    with its own verdict and results, not ``cancelled``), and store the run's status from its host runs.
+
+    The collection needs the run's suite (``registry``: the built-ins by default; a user suite through
+    ``--suite-dir`` or ``ORCH_SUITE_DIR``); without it, and for a host whose ``agent cancel`` failed, nothing is
+    collected: the host run is stored ``cancelled`` (with the failure), as are the lines left on the host."""
     detail = store.get_run(store.resolve_run_id(run_id))
     refused = cancel_refusal(detail.id, detail.status,
                              unconfirmed=stop_unconfirmed([h.error for h in detail.host_runs]))  # fmt: skip
@@ -1036,13 +1058,24 @@ async def cancel_run(inventory: Inventory, store: Store, run_id: str, *, timeout
 
     hosts = [inventory.host(h) for h in detail.hosts]
     outs = await fanout(hosts, one, deadline_s=timeout_s * 6)
+    collected: dict[str, HostOutcome] = {}
+    registry = registry or builtin_registry()
+    stopped = [o.host.name for o in outs if o.ok]
+    if stopped and detail.status == "running" and detail.suite in registry.names():
+        runner = Runner(inventory, store, RunRequest(suite=detail.suite, selector=None, timeout_s=timeout_s),
+                        registry=registry)  # fmt: skip
+        collected = {h.host: h for h in (await runner.collect_stopped(detail.id, stopped)).hosts}
     res = []
     for o in outs:
+        if o.host.name in collected:
+            res.append(dataclasses.replace(collected[o.host.name], state_dir=None, hint=None))
+            continue
         rec = detail.host_run(o.host.name)
         failure = None if o.ok else (o.error.message if o.error else "?")
         v = cancel_verdict(rec.status if rec is not None else None, failure)
         if v.store:
             store.finish_host_run(detail.id, o.host.name, "cancelled", v.stored_error)
         res.append(HostOutcome(o.host.name, v.status, error=v.error))
-    store.finish_run(detail.id, "cancelled")
-    return RunOutcome(detail.id, detail.suite, "cancelled", res)
+    status = run_status(store.get_run(detail.id).host_runs) if collected else "cancelled"
+    store.finish_run(detail.id, status)
+    return RunOutcome(detail.id, detail.suite, status, res)

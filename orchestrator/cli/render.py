@@ -984,9 +984,10 @@ def removed(runs: list[Any]) -> None:
 
 
 def cancelled(outcome: Any) -> None:
-    """``orch cancel``: which run, on which hosts."""
-    hosts = ", ".join(safe(h.host) for h in outcome.hosts)
-    console().print(f"run {short_run_id(outcome.run_id)} cancelled on {hosts}", soft_wrap=True)
+    """``orch cancel``: which run, its status, and each host's end (a host whose agent had finished keeps its own)."""
+    hosts = "; ".join(f"{safe(h.host)} {h.status}" + (f" ({counted(h.results, 'result')})" if h.results else "")
+                      + (f": {safe(h.error)}" if h.error else "") for h in outcome.hosts)  # fmt: skip
+    console().print(f"run {short_run_id(outcome.run_id)} {outcome.status}: {hosts}", soft_wrap=True)
 
 def projection(rec: Any) -> None:
     """``orch project``: the inputs and formula, the projected rows, and the check when there is one."""

@@ -199,12 +199,17 @@ def cancel(
     ctx: typer.Context,
     run_id: Annotated[str, typer.Argument(help=f"The run to stop: {RUN_REF_FORMS}.")],
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
+    suite_dir: Annotated[
+        list[Path] | None,
+        typer.Option("--suite-dir", help="Directory of the run's user suite file, to collect what its hosts hold."),
+    ] = None,
 ) -> None:
-    """Stop a run's agents on every host and mark it cancelled (results so far are kept)."""
+    """Stop a run's agents on every host, collect what their spools hold beyond the stored lines (a host whose
+    agent had finished keeps its own end), and mark the rest cancelled (results so far are kept)."""
     from orchestrator.runner import cancel_run
 
     app = app_context(ctx)
-    outcome = asyncio.run(cancel_run(app.inventory(), app.store(), run_id))
+    outcome = asyncio.run(cancel_run(app.inventory(), app.store(), run_id, registry=app.registry(suite_dir or [])))
     if json_out:
         render.print_json(outcome.to_dict())
     else:
