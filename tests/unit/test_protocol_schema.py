@@ -43,7 +43,7 @@ def test_integer_ts_is_a_float_and_a_non_number_ts_is_dropped() -> None:
     assert parse_line(line(seq=0, type="log", ts=True), expected_seq=0).ts is None
 
 
-@pytest.mark.parametrize("v", [2, 0, None, "1", 1.5])
+@pytest.mark.parametrize("v", [2, 0, None, "1", 1.5, True, 1.0])  # true == 1 and 1.0 == 1 in Python
 def test_another_protocol_version_is_an_error_event(v: Any) -> None:
     """Issue 19: with the version check removed, any agent protocol version was accepted."""
     doc: dict[str, Any] = {"seq": 4, "type": "result", "case": {"M": 1}, "metrics": {}}
@@ -218,3 +218,46 @@ def test_a_line_parse_line_calls_plain_needs_no_stand_in_and_is_read_exactly(val
     assert json.dumps(ev.data["x"]) == json.dumps(value)  # exact: no rounded integer, NaN kept as NaN
     if ev.plain:
         assert storable(ev.data) == (ev.data, [])
+
+
+@pytest.mark.parametrize(("written", "shown"), [("NaN", "nan"), ("Infinity", "inf"), ("-Infinity", "-inf"),
+                                                ("1e400", "inf")])  # fmt: skip
+def test_a_ts_that_is_not_finite_is_a_protocol_error(written: str, shown: str) -> None:
+    """Issue 19's mutation run: removing the ts finiteness check survived every test."""
+    raw = f'{{"v": 1, "seq": 5, "type": "result", "ts": {written}, "case_index": 0, "case": {{"M": 1}}}}'
+    ev = parse_line(raw, expected_seq=5)
+    assert (ev.seq, ev.type, ev.data["kind"], ev.data["line_type"]) == (5, "error", "protocol", "result")
+    assert ev.data["message"] == f"agent line 5 (result): ts must be unix seconds (a finite number), got {shown}"
+    assert parse_line(raw.replace(written, "1700000000.25"), expected_seq=5).ts == 1700000000.25
+
+
+@pytest.mark.parametrize(
+    ("raw", "keys"),
+    [
+        ('{"v": 1, "seq": 2, "type": "result", "case": {"M": 1}, "metrics": {"t": {"value": 1.0, "unit": "ms"}}, '
+         '"metrics": {}}', "the key 'metrics'"),
+        ('{"v": 1, "seq": 2, "type": "result", "seq": 3, "type": "log"}', "the keys 'seq', 'type'"),
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1},"metrics":{"t":{"value":1.0,"unit":"ms"}},"metrics":{}}',
+         "the key 'metrics'"),  # compact, as the agent writes
+        ('{"v": 1, "seq": 2, "type": "log", "msg": "a", "\\u00e9t\\u00e9": 1, "\\u00e9t\\u00e9": 2}',
+         "the key '\u00e9t\u00e9'"),  # escaped as the stdlib writes non-ASCII
+        ('{"v": 1, "seq": 2, "type": "log", "msg": "a", "\u00e9t\u00e9": 1, "\u00e9t\u00e9": 2}',
+         "the key '\u00e9t\u00e9'"),  # raw UTF-8
+    ],
+)  # fmt: skip
+def test_a_key_written_twice_at_the_top_level_is_a_protocol_error(raw: str, keys: str) -> None:
+    """JSON readers keep the last of a repeated key silently: the line's content is ambiguous, never stored."""
+    for line_ in (raw, raw.encode()):
+        ev = parse_line(line_, expected_seq=2)
+        assert (ev.seq, ev.type, ev.data["kind"]) == (2, "error", "protocol")
+        assert ev.data["message"] == (
+            f"agent line 2 writes {keys} twice at the top level; which one is meant is unknown (JSON readers keep "
+            "the last), so its content is not trusted"
+        )
+
+
+def test_a_key_repeated_only_below_the_top_level_or_inside_text_is_fine() -> None:
+    raw = line(seq=1, type="result", case={"M": 1, "case": 2}, metrics={"type": {"value": 1.0, "unit": "ms"}},
+               info={"msg": '"metrics" and "seq" in a message', "inner": {"a": 1}, "other": {"a": 2}})  # fmt: skip
+    ev = parse_line(raw, expected_seq=1)
+    assert ev.type == "result" and ev.data["case"] == {"M": 1, "case": 2}
