@@ -20,7 +20,8 @@ The tree::
     │   └── DeployError            upload / verify / switch failed
     └── StoreError                 database unreachable, locked, migration needed
         ├── NotFoundError          a run / host / build id that is not in the store; exit 2 (the user named it)
-        └── SchemaTooNewError      the database was migrated by a newer orch; exit 2
+        ├── SchemaTooNewError      the database was migrated by a newer orch; exit 2
+        └── SchemaBehindError      the database is empty, older, or has tables without a revision; exit 2
 
 An agent line that is not a valid event is not an exception: ``protocol.parse_line`` turns it into an ``error``
 event for its place in the spool.
@@ -223,3 +224,11 @@ class SchemaTooNewError(StoreError):
         )
         self.revision = revision
         self.head = head
+
+
+class SchemaBehindError(StoreError):
+    """The database is not at this orch's schema and ``orch db upgrade`` is what fixes it (empty or older), or it
+    holds orch's tables without a recorded revision (``alembic_version`` missing or empty), which no migration
+    can start from. A configuration state, not a failed run: exit 2 on every command, like SchemaTooNewError."""
+
+    exit_code = 2

@@ -28,11 +28,11 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from orchestrator.errors import SchemaTooNewError, StoreError
+from orchestrator.errors import SchemaBehindError, SchemaTooNewError, StoreError
 from orchestrator.store.schema_head import migration_candidates, remember_head
 from orchestrator.store.urls import redact_url, scrub
 
@@ -103,7 +103,7 @@ def check_at_head(engine: Engine) -> str:
         raise translate(exc, engine, "cannot read the database's schema revision") from exc
     refuse_unknown(heads, script)
     if tuple(heads) != (head,):
-        raise StoreError(
+        raise SchemaBehindError(
             f"the database {redact_url(_url(engine))} is at schema revision {', '.join(heads) or '(none)'}; "
             f"this orch needs {head}",
             "run `orch db upgrade` (with the same --db / ORCH_DB_URL)",
@@ -138,6 +138,13 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             refuse_unknown(heads, script)
             if revision == "head" and tuple(heads) == (script.get_current_head(),):
                 return
+            if not heads and inspect(conn).has_table("runs"):  # Alembic would fail on "table ... already exists"
+                raise SchemaBehindError(
+                    f"the database {redact_url(_url(engine))} holds orch's tables but no schema revision "
+                    "(its alembic_version table is missing or empty), so no migration can start from it",
+                    "restore alembic_version from the backup the database came from, or point --db / ORCH_DB_URL "
+                    "at a new database (orch creates it); nothing in this one was changed",
+                )
             sqlite = conn.dialect.name == "sqlite"
             if sqlite:
                 # Batch mode recreates tables; with foreign keys on, dropping a parent would cascade or fail.

@@ -182,6 +182,31 @@ def test_a_newer_schema_is_one_clear_line_and_exit_2(db_url: str, tmp_path: Path
         store.close()
 
 
+def test_tables_without_a_revision_are_refused_whole_exit_2(db_url: str, tmp_path: Path) -> None:
+    # the variant tester: with alembic_version emptied, `db upgrade` failed "table builds already exists", exit 1,
+    # hinting the database might be unreachable
+    store = Store.from_url(db_url)
+    try:
+        store.upgrade()
+        with store.engine.begin() as conn:
+            conn.execute(text("DELETE FROM alembic_version"))
+    finally:
+        store.close()
+    res = _orch(db_url, tmp_path, "db", "upgrade")
+    assert res.returncode == 2, res.stdout + res.stderr
+    err = " ".join(res.stderr.split())
+    assert "holds orch's tables but no schema revision (its alembic_version table is missing or empty)" in err
+    assert "nothing in this one was changed" in err and "reachable" not in err and "Traceback" not in err
+
+
+@pytest.mark.postgres
+def test_an_unmigrated_server_database_is_exit_2_naming_db_upgrade(pg_url: str, tmp_path: Path) -> None:
+    # the variant tester: exit 1 for an unmigrated PostgreSQL (a configuration state, like a newer schema's 2)
+    res = _orch(pg_url, tmp_path, "runs", "list")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "is at schema revision (none)" in res.stderr and "run `orch db upgrade`" in res.stderr
+
+
 # -- /healthz -------------------------------------------------------------------------------------------------
 
 
