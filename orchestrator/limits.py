@@ -10,9 +10,12 @@ its WAL and shm, or a PostgreSQL socket), the terminal and the resolver's bounde
 from __future__ import annotations
 
 import resource
+from typing import TYPE_CHECKING
 
 from orchestrator.errors import OrchError, UsageError
-from orchestrator.inventory import Inventory
+
+if TYPE_CHECKING:  # not imported at run time: the inventory's models cost ~0.15 s of `orch --help`
+    from orchestrator.inventory import Inventory
 
 FDS_PER_HOST = 4
 FDS_BASE = 128
