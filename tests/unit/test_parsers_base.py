@@ -42,3 +42,52 @@ def test_a_selecting_format_gets_the_case_or_an_empty_one() -> None:
     p = ParserDef("t", "test record", lambda text, pattern: [{"k": 1}, {"k": 2}], select=select)
     assert p.parse("x", case={"k": 1}) == [{"k": 1}]
     assert p.parse("x") == [{"k": 2}]
+
+
+def test_number_at_follows_one_rule_for_json_numbers_and_numeric_strings() -> None:
+    """Integers within int64 whole, floats finite, numeric strings (ASCII) read as the JSON number they spell."""
+    from orchestrator.parsers.base import INT64_MAX, INT64_MIN, UnfitNumber, number_at
+
+    assert (INT64_MIN, INT64_MAX) == (-(2**63), 2**63 - 1)
+    for value, want in ((INT64_MAX, INT64_MAX), (INT64_MIN, INT64_MIN), ("9223372036854775807", INT64_MAX),
+                        ("-9223372036854775808", INT64_MIN), (" +12 ", 12), ("12", 12), ("-.5", -0.5),
+                        ("1.", 1.0), ("1.5E+3", 1500.0), (2.5, 2.5)):  # fmt: skip
+        got = number_at({"a": value}, "a")
+        assert got == want and type(got) is type(want), (value, got)
+    for value in (True, None, "abc", "", "1_000", "\u0661", "0x10", [1], {"b": 1}, "1e", "--1"):
+        assert number_at({"a": value}, "a") is None, value
+    for value, shown in ((2**63, "9223372036854775808"), (INT64_MIN - 1, "-9223372036854775809"),
+                         ("9223372036854775808", "9223372036854775808"),
+                         (" -9223372036854775809", "-9223372036854775809")):  # fmt: skip
+        try:
+            number_at({"a": value}, "a")
+        except UnfitNumber as exc:
+            assert str(exc) == (
+                f"{shown}, an integer outside the signed 64-bit range [-2**63, 2**63-1] that a metric may hold "
+                "(a figure that large is written as a float, 1.8e19, or in a larger unit)"
+            )
+        else:
+            raise AssertionError(f"{value!r} was taken")
+    for value, shown in ((float("nan"), "nan"), (float("-inf"), "-inf"), ("NaN", "NaN"), ("-Infinity", "-Infinity"),
+                         ("inf", "inf"), ("1e400", "1e400")):  # fmt: skip
+        try:
+            number_at({"a": value}, "a")
+        except UnfitNumber as exc:
+            assert str(exc) == f"{shown}, not a finite number (NaN, an infinity, or past float's range): no measurement"
+        else:
+            raise AssertionError(f"{value!r} was taken")
+    assert lookup({"a": 2**63}, "a") is None and lookup({"a": "nan"}, "a") is None  # lookup: None, never raises
+    assert number_at({"a": [1, 2]}, "a.\u0661") is None  # a list index is ASCII digits too
+
+
+def test_extract_names_the_metric_and_path_of_an_unfit_value_and_never_falls_back() -> None:
+    from orchestrator.parsers.base import UnfitNumber, extract
+
+    assert extract([{"x": 1}, {"x": 2}, {"y": 3}], {"m": "x", "n": "z"}) == ({"m": 2}, ["n"])
+    for paths, where in (({"m": "x"}, "metric 'm' (path x)"), ({"x": "x"}, "metric 'x'")):
+        try:
+            extract([{"x": 1}, {"x": 2**64}], paths)
+        except UnfitNumber as exc:
+            assert str(exc).startswith(f"{where} in the output is 18446744073709551616, an integer outside")
+        else:
+            raise AssertionError("an unfit last value fell back to an earlier record")
