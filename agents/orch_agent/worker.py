@@ -32,8 +32,12 @@ class Cancelled(BaseException):
 
 
 def describe_exception(exc: BaseException, tail_lines: int = 6) -> str:
-    """``"Type: message"`` followed by the last lines of the traceback."""
+    """``"Type: message"`` followed by the last lines of the traceback — none for an expected failure (an
+    exception whose class says ``expected = True``, e.g. the command bench's CommandFailed): its message is the
+    whole story, and the agent's own frames would read as a crash of the agent."""
     head = f"{type(exc).__name__}: {exc}"
+    if getattr(exc, "expected", False) is True:
+        return head
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     lines = [ln for ln in "".join(tb[:-1]).rstrip().splitlines() if ln.strip(" ^~")][-tail_lines:]
     return head + ("\n" + "\n".join(lines) if lines else "")

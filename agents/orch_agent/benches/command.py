@@ -52,7 +52,35 @@ STREAMS = ("stdout", "stderr", "output")
 
 
 class CommandFailed(RuntimeError):
-    pass
+    """The command failed in a way its message fully describes (exit status, timeout, a write refused): an
+    expected failure, reported without the agent's own traceback (``expected``, read by worker.py)."""
+
+    expected = True
+
+
+LOW_SPACE_BYTES = 64 * 1024
+"""Free bytes on the outputs' file system below which a failed command is said to have likely hit ENOSPC: the
+tool writes straight into ``outputs/`` (no pipe through the agent), so its failed write is seen only as its exit
+status (Python exits 120 when flushing stdout fails) — a write refused for want of space leaves less than a few
+blocks free. 64 KiB: 16 pages of 4 KiB, the block size of ext4, xfs and tmpfs by default."""
+
+
+def space_note(out_dir: str, paths: list[str]) -> str:
+    """`` (...)`` naming ENOSPC, the file system's free bytes and the outputs written so far, when the file system
+    holding ``out_dir`` has less than :data:`LOW_SPACE_BYTES` free (or no free inode); else ``""``."""
+    try:
+        st = os.statvfs(out_dir)
+    except OSError:
+        return ""
+    free = st.f_bavail * st.f_frsize
+    if free >= LOW_SPACE_BYTES and st.f_favail != 0:
+        return ""
+    written = ", ".join(f"{p} ({os.path.getsize(p):,} bytes)" for p in paths if os.path.exists(p))
+    return (
+        f" (the file system holding {out_dir} is full: {free:,} bytes free"
+        f"{'' if st.f_favail else ', no free inode'}; the command's writes to {written or 'its outputs'} likely "
+        "failed with ENOSPC, No space left on device: free space there, or point the host's orch_home elsewhere)"
+    )
 
 
 def _tail(data: bytes, n: int) -> str:
@@ -198,7 +226,11 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
                 if code != 0:
                     raise CommandFailed(
                         with_stderr(
-                            "{} {}".format(" ".join(run_argv[:3]), ended(code)),
+                            "{} {}{}".format(
+                                " ".join(run_argv[:3]),
+                                ended(code),
+                                space_note(out_dir, [paths["stdout"], paths["stderr"]]),
+                            ),
                             _tail(_read_tail(paths["stderr"], 1000), 1000),
                         )
                     )
