@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from orchestrator.analysis.compare import NOT_JUDGED_BAND
 from orchestrator.analysis.stats import ALPHA
 from orchestrator.errors import IncomparableError, OrchError, UsageError
 from orchestrator.inventory import Inventory
@@ -34,10 +35,10 @@ from orchestrator.store.stats_repo import (
 from orchestrator.suites.registry import Registry
 
 DEFAULT_CALIBRATION_RUNS = 3
-WIDE_BAND = 0.50
-"""A calibrated band (A/A spread or within-run spread, relative) above this is too wide to be useful: a
+WIDE_BAND = NOT_JUDGED_BAND
+"""A calibrated band (A/A spread or within-run spread, relative) above this (0.50) is too wide to be useful: a
 comparison would call nothing short of a 50% change, ten times compare's 5% threshold (docs/metrics.md, Noisy
-measurements)."""
+measurements); a case whose band is that wide is ``noisy: not judged`` (``analysis.compare.NOT_JUDGED_BAND``)."""
 
 
 @dataclass(frozen=True)
@@ -230,7 +231,7 @@ def judge_untested(
     min_change: float | None = None,
     alpha: float = ALPHA,
 ) -> list[Untested]:
-    """The cases of ``cmp`` without a statistical call (``stats`` None or call ``n/a``), each judged on its
+    """The cases of ``cmp`` without a statistical call (``stats`` None, call ``n/a`` or ``noisy``), each judged on its
     medians where a rule allows it — pure.
 
     ``counts``: (base, head) measurements per (host, case_key); ``calibrated``: the stored A/A band (relative)
@@ -246,7 +247,7 @@ def judge_untested(
     need = samples_needed(alpha)
     out: list[Untested] = []
     for c in cmp.cases:
-        if c.stats is not None and c.stats.call != "n/a":
+        if c.stats is not None and c.stats.call not in ("n/a", "noisy"):
             continue
         key = (c.host, c.case_key)
         nb, nh = counts[0].get(key, 0), counts[1].get(key, 0)
@@ -256,6 +257,16 @@ def judge_untested(
         elif c.ratio is None:
             why = "the base median is not positive: no ratio"
             hint = "compare a metric with positive values (--metric)"
+        elif c.stats is not None and c.stats.call == "noisy":
+            lo, hi = 1.0 / (1.0 + c.stats.band), 1.0 + c.stats.band
+            why = (
+                f"too noisy to judge: the noise band {lo:.3g}x–{hi:.3g}x ({c.stats.band_source}) is wider than "
+                f"{NOT_JUDGED_BAND:.0%} and holds the 95% CI {c.stats.ci_low:.3g}–{c.stats.ci_high:.3g}"
+            )
+            hint = "rerun both runs on a quieter host or with more --repeat, or calibrate (orch calibrate)"
+        elif c.verdict == "noisy: not judged":
+            why = f"too noisy to judge: a side's p10–p90 spread is wider than a {NOT_JUDGED_BAND:.0%} band"
+            hint = "rerun both runs on a quieter host or with more --repeat"
         elif min(nb, nh) < MIN_SAMPLES or underpowered(nb, nh, alpha):
             why = f"{_samples_text(nb, nh)}, the test needs >= {need} per side"
             hint = f"rerun both runs with --repeat {need}"
@@ -400,7 +411,7 @@ def _slower(cmp: Comparison) -> list[CompareCase]:
 
 def _untested(store: Store, cmp: Comparison, min_change: float | None) -> list[Untested]:
     """``judge_untested`` with the sample counts and calibrations read from the store."""
-    if all(c.stats is not None and c.stats.call != "n/a" for c in cmp.cases):
+    if all(c.stats is not None and c.stats.call not in ("n/a", "noisy") for c in cmp.cases):
         return []
     by_host = cmp.paired_on == "host+case"
     counts = (

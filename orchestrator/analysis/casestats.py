@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-Call = Literal["slower", "faster", "within noise", "n/a"]
+Call = Literal["slower", "faster", "within noise", "noisy", "n/a"]
 BandSource = Literal["calibration", "within-run"]
 
 

@@ -13,8 +13,10 @@ are lower-is-better; rates (GB/s, TFLOP/s, tokens/s, %) are higher-is-better. A 
 gets the ratio but the verdict ``n/a``.
 
 Noise: a metric's stored ``p10``/``p90`` (the 10th and 90th percentiles of its samples) say how far one
-measurement scatters. A case is *noisy* when its change cannot be told from that scatter (see ``is_noisy``); its
-verdict is then ``within noise`` instead of ``regression``/``improvement``, and its ratio is kept.
+measurement scatters. A case is *noisy* when its change cannot be told from that scatter (see ``is_noisy``; the
+change and the scatter are compared as factors, on a log scale); its verdict is then ``within noise`` instead of
+``regression``/``improvement``, and its ratio is kept — unless a side scatters so widely that no useful change could
+be told from it (``log_band`` above ``NOT_JUDGED_BAND``): then ``noisy: not judged``, never ``within noise``.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Direction = Literal["lower", "higher"]
-Verdict = Literal["regression", "improvement", "unchanged", "within noise", "n/a"]
+Verdict = Literal["regression", "improvement", "unchanged", "within noise", "noisy: not judged", "n/a"]
 
 _LOWER_UNITS = frozenset({"ms", "us", "µs", "s", "ns", "s/token", "ms/token", "us/token", "µs/token"})
 _HIGHER_UNITS = frozenset({"GB/s", "TB/s", "TFLOP/s", "tokens/s", "tok/s", "token/s", "req/s", "%", "1/s"})
@@ -143,14 +145,17 @@ def is_noisy(
 ) -> bool | None:
     """Whether the change from ``base`` to ``head`` (two medians) is within the measurement noise.
 
-    True when the p10–p90 ranges of base and head overlap (touching ends count), or when either side's
-    relative spread (p90 − p10) / median exceeds the change |head/base − 1| being reported. A side whose
-    median is <= 0 has no relative spread (only the overlap test applies to it). None when either side lacks
-    its p10 or p90: the noise is unknown.
+    True when the p10–p90 ranges of base and head overlap (touching ends count), or when either side's spread
+    exceeds the change being reported, both as factors: ln(p90 / p10) > |ln(head / base)|. On a log scale a
+    faster and a slower change of one factor weigh the same (a linear |head/base − 1| can never exceed 1 for
+    a faster head, so any spread above 100% hid every speed-up, and a 1,379x slowdown hid behind a side
+    whose linear spread was larger). A side whose median is <= 0 has no relative spread (only the overlap test
+    applies to it); a side whose p10 is <= 0 is compared linearly, (p90 − p10) / median > |head/base − 1|.
+    None when either side lacks its p10 or p90: the noise is unknown.
 
     Examples: base 0.17 (p10 0.16, p90 53.0) against head 0.04 (0.039–0.041) is noisy: the ranges are apart,
-    but base's spread (53.0 − 0.16) / 0.17 ≈ 311 exceeds the change 0.76. Base 1.0 (0.99–1.01) against head
-    1.10 (1.09–1.11) is not: apart, and spreads of 2% and 1.8% are below the 10% change.
+    but base's spread ln(53.0 / 0.16) ≈ 5.8 exceeds the change |ln 0.235| ≈ 1.45. Base 212 (182–281) against
+    head 0.230 (0.222–9.57) is not: head's spread ln 43 ≈ 3.8 is below the change |ln 0.00108| ≈ 6.8.
     """
     if base_p10 is None or base_p90 is None or head_p10 is None or head_p90 is None:
         return None
@@ -158,10 +163,46 @@ def is_noisy(
         return True
     if base <= 0:
         return False
-    change = abs(head / base - 1.0)
-    if (base_p90 - base_p10) / base > change:
-        return True
-    return head > 0 and (head_p90 - head_p10) / head > change
+    ratio = head / base
+    for median, p10, p90 in ((base, base_p10, base_p90), (head, head_p10, head_p90)):
+        if median <= 0:
+            continue
+        if p10 > 0 and ratio > 0:
+            if math.log(p90 / p10) > abs(math.log(ratio)):
+                return True
+        elif (p90 - p10) / median > abs(ratio - 1.0):
+            return True
+    return False
+
+
+NOT_JUDGED_BAND = 0.50
+"""A noise band (relative half-width on a log scale, ``log_band``; or a calibrated A/A band) above this is too
+wide to judge a case by: it would call nothing short of a 1.5x change, ten times compare's 5% threshold
+(``store.repo.COMPARE_THRESHOLD``). A change inside such a band is ``noisy: not judged``, not ``within noise``.
+The same limit as ``orch calibrate``'s warning (``regress.WIDE_BAND``, docs/statistics.md)."""
+
+
+def log_band(median: Any, p10: Any, p90: Any) -> float | None:
+    """The relative noise half-width of one measurement on a log scale: sqrt(p90 / p10) − 1, so that its band
+    is [1 / (1 + b), 1 + b] around a ratio of 1 (p10 0.222, p90 9.57: 5.57, a band of 0.152x–6.57x). ``inf``
+    when p10 <= 0 < p90 (no factor bounds it); None when a figure is missing or not a number, or the median is
+    <= 0."""
+    nums = (median, p10, p90)
+    if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in nums):
+        return None
+    if median <= 0:
+        return None
+    if p10 <= 0:
+        return math.inf if p90 > 0 else None
+    return math.sqrt(p90 / p10) - 1.0 if p90 >= p10 else None
+
+
+def too_noisy(
+    base: float, base_p10: Any, base_p90: Any, head: float, head_p10: Any, head_p90: Any, limit: float = NOT_JUDGED_BAND
+) -> bool:
+    """Whether either side's ``log_band`` exceeds ``limit`` (default ``NOT_JUDGED_BAND``): too noisy to judge."""
+    bands = (log_band(base, base_p10, base_p90), log_band(head, head_p10, head_p90))
+    return any(b is not None and b > limit for b in bands)
 
 
 WIDE_SPREAD = 0.20
@@ -169,7 +210,7 @@ WIDE_SPREAD = 0.20
 p10–p90 half-width (~10%) is then twice compare's 5% threshold, so a change of the size
 compare calls cannot be told from one such measurement (``store.repo.COMPARE_THRESHOLD``)."""
 
-VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "within noise", "n/a")
+VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "within noise", "noisy: not judged", "n/a")
 
 
 def relative_spread(median: Any, p10: Any, p90: Any) -> float | None:
@@ -207,11 +248,18 @@ def verdict_counts(verdicts: Sequence[str]) -> dict[str, int]:
 
 
 def noise_verdict(
-    ratio: float | None, direction: Direction | None, noisy: bool | None, threshold: float = 0.05
+    ratio: float | None,
+    direction: Direction | None,
+    noisy: bool | None,
+    threshold: float = 0.05,
+    too_wide: bool = False,
 ) -> Verdict:
-    """``within noise`` for a noisy case (``noisy`` from ``is_noisy``), else ``verdict(ratio, direction,
+    """For a noisy case (``noisy`` from ``is_noisy``): ``noisy: not judged`` when ``too_wide`` (``too_noisy``:
+    a side's band is too wide to judge by), else ``within noise``. Otherwise ``verdict(ratio, direction,
     threshold)``; an unknown noise (None) leaves the verdict to the threshold alone."""
-    return "within noise" if noisy else verdict(ratio, direction, threshold)
+    if noisy:
+        return "noisy: not judged" if too_wide else "within noise"
+    return verdict(ratio, direction, threshold)
 
 
 def _stat(m: Mapping[str, Any], name: str) -> float | None:
@@ -255,9 +303,9 @@ def compare(
 
     For each case key present on both sides and each metric present on both (or only those in ``metrics``),
     ratio = head median / base median, ``noisy`` by ``is_noisy`` from each side's p10/p90, and a verdict by
-    ``threshold`` (``within noise`` for a noisy case). ``geomean[metric]`` is the geometric
-    mean of that metric's positive ratios. Cases are returned in ``base`` order, metrics in the base row's
-    order.
+    ``threshold`` (``within noise`` for a noisy case, ``noisy: not judged`` when a side is ``too_noisy``).
+    ``geomean[metric]`` is the geometric mean of that metric's positive ratios. Cases are returned in ``base``
+    order, metrics in the base row's order.
 
     Raises:
         ValueError: ``threshold`` < 0, or two rows of one side with the same key.
@@ -281,6 +329,7 @@ def compare(
             ratio = hv / bv if bv != 0 else None
             direction = metric_direction(name, unit)
             noisy = is_noisy(bv, b10, b90, hv, h10, h90)
+            wide = too_noisy(bv, b10, b90, hv, h10, h90)
             cases.append(
                 CaseComparison(
                     key=k,
@@ -291,7 +340,7 @@ def compare(
                     ratio=ratio,
                     change=None if ratio is None else ratio - 1.0,
                     direction=direction,
-                    verdict=noise_verdict(ratio, direction, noisy, threshold),
+                    verdict=noise_verdict(ratio, direction, noisy, threshold, wide),
                     noisy=noisy,
                 )
             )

@@ -12,13 +12,17 @@ For one case (one host, one parameter set, one metric) the raw samples of a base
 * ``q_value``: the Benjamini–Hochberg adjusted p-value over every case of one comparison
   (``scipy.stats.false_discovery_control``), so that among the cases called, the expected share of false calls
   stays at or below ``alpha`` (default 0.05). Source: Benjamini & Hochberg (1995), J. R. Stat. Soc. B 57.
-* ``band``: the noise band, a relative half-width: a change of the ratio within ``[1 - band, 1 + band]`` is
-  what identical runs produce (``noise_band``; from an A/A calibration when one is stored, else from the
-  within-run samples alone).
+* ``band``: the noise band, a relative half-width on a log scale: a change of the ratio within
+  ``[1 / (1 + band), 1 + band]`` is what identical runs produce (``noise_band``; from an A/A calibration when
+  one is stored, else from the within-run samples alone). On a log scale a speed-up and a slow-down of one factor
+  weigh the same; a linear ``[1 - band, 1 + band]`` reaches 0 once the band reaches 1, and then nothing could be
+  called faster (a 4,000x speed-up was "within noise" of a side spanning 0.222–9.57 ms).
 
 The call (``call_case``): ``slower``/``faster`` only when ``q_value <= alpha`` **and** the whole interval lies
-outside the band on one side; otherwise ``within noise``. Direction: for lower-is-better metrics (times) a ratio
-above the band is ``slower``; for higher-is-better metrics (GB/s, tokens/s) a ratio below it is ``slower``.
+outside the band on one side; otherwise ``within noise`` — or ``noisy`` (not judged) when the band is wider
+than ``analysis.compare.NOT_JUDGED_BAND`` (50%): a case that noisy could hide any change of a useful size.
+Direction: for lower-is-better metrics (times) a ratio above the band is ``slower``; for higher-is-better
+metrics (GB/s, tokens/s) a ratio below it is ``slower``.
 ``n/a`` when a side has fewer than ``MIN_SAMPLES`` samples, a median is not positive, the metric's direction
 is unknown, or the samples are too few for the rank test to ever reach ``alpha`` (``underpowered``: 3 against 3
 samples give at best p = 0.1); such a case is left out of the BH adjustment.
@@ -37,6 +41,7 @@ import numpy as np
 from orchestrator.analysis.casestats import BandSource as BandSource  # re-exported: stats.BandSource etc.
 from orchestrator.analysis.casestats import Call as Call
 from orchestrator.analysis.casestats import CaseStats as CaseStats
+from orchestrator.analysis.compare import NOT_JUDGED_BAND
 
 ALPHA = 0.05  # false discovery rate across one comparison's cases (Benjamini & Hochberg 1995)
 CONFIDENCE = 0.95  # bootstrap interval level
@@ -55,16 +60,20 @@ def _clean(xs: Sequence[float] | None) -> np.ndarray[Any, np.dtype[np.float64]]:
 
 
 def within_run_spread(samples: Sequence[float]) -> float | None:
-    """Half the p10–p90 width of ``samples`` relative to their median (0.0128 for normal samples with a 1%
-    standard deviation); None with fewer than ``MIN_SAMPLES`` finite samples or a median <= 0."""
+    """Half the p10–p90 width of ``samples`` on a log scale, as a relative half-width: sqrt(p90 / p10) − 1
+    (0.0128 for normal samples with a 1% standard deviation; 5.57 for p10 0.222 and p90 9.57: a band of
+    0.152x–6.57x). With a p10 <= 0 (no factor bounds it), half the p10–p90 width relative to the median.
+    None with fewer than ``MIN_SAMPLES`` finite samples or a median <= 0."""
     x = _clean(samples)
     if x.size < MIN_SAMPLES:
         return None
     med = float(np.median(x))
     if med <= 0:
         return None
-    lo, hi = np.quantile(x, WITHIN_RUN_QUANTILES)
-    return float(hi - lo) / 2.0 / med
+    lo, hi = (float(q) for q in np.quantile(x, WITHIN_RUN_QUANTILES))
+    if lo <= 0:
+        return (hi - lo) / 2.0 / med
+    return math.sqrt(hi / lo) - 1.0
 
 
 def noise_band(
@@ -221,19 +230,19 @@ def samples_needed(alpha: float = ALPHA) -> int:
 
 def call_case(st: CaseStats, direction: Literal["lower", "higher"] | None, p: float | None, alpha: float) -> Call:
     """``slower``/``faster`` when ``p <= alpha`` and the interval ``[ci_low, ci_high]`` lies wholly outside
-    ``[1 - band, 1 + band]`` (see the module docstring for the direction), else ``within noise``; ``n/a``
-    without an interval, a p-value or a direction, or when ``underpowered``."""
+    ``[1 / (1 + band), 1 + band]`` (see the module docstring for the direction), else ``within noise``, or
+    ``noisy`` when ``band`` exceeds ``analysis.compare.NOT_JUDGED_BAND``; ``n/a`` without an interval, a p-value
+    or a direction, or when ``underpowered``."""
     if st.ci_low is None or st.ci_high is None or p is None or direction is None:
         return "n/a"
     if underpowered(st.n_base, st.n_head, alpha):
         return "n/a"
-    if p > alpha:
-        return "within noise"
-    if st.ci_low > 1.0 + st.band:
-        return "slower" if direction == "lower" else "faster"
-    if st.ci_high < 1.0 - st.band:
-        return "faster" if direction == "lower" else "slower"
-    return "within noise"
+    if p <= alpha:
+        if st.ci_low > 1.0 + st.band:
+            return "slower" if direction == "lower" else "faster"
+        if st.ci_high < 1.0 / (1.0 + st.band):
+            return "faster" if direction == "lower" else "slower"
+    return "noisy" if st.band > NOT_JUDGED_BAND else "within noise"
 
 
 def bh_adjust(p_values: Sequence[float]) -> list[float]:

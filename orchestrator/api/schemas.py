@@ -178,9 +178,13 @@ class CaseStatsOut(_Out):
     ci_high: float | None = Field(description="upper end of the 95% bootstrap interval of the ratio (seeded)")
     p_value: float | None = Field(description="two-sided Mann-Whitney U p-value of the two samples")
     q_value: float | None = Field(description="Benjamini-Hochberg adjusted p-value over the comparison's cases")
-    band: float = Field(description="relative noise half-width: a ratio within 1 +/- band is noise")
+    band: float = Field(
+        description="relative noise half-width on a log scale: a ratio within 1/(1 + band) .. 1 + band is noise"
+    )
     band_source: str = Field(description="calibration (orch calibrate's A/A spread) or within-run")
-    call: str = Field(description="slower | faster | within noise | n/a (docs/statistics.md)")
+    call: str = Field(
+        description="slower | faster | within noise | noisy (not judged: band > 50%) | n/a (docs/statistics.md)"
+    )
     n_base: int
     n_head: int
 
@@ -198,10 +202,11 @@ class CompareCaseOut(_Out):
     head_p90: float | None = Field(description="head's 90th percentile (None when not stored)")
     noisy: bool | None = Field(
         description="the change is within the measurement noise: the p10-p90 ranges overlap, or either side's "
-        "(p90 - p10) / median exceeds |ratio - 1|; null when a side has no p10/p90"
+        "ln(p90 / p10) exceeds |ln ratio|; null when a side has no p10/p90"
     )
     verdict: Verdict = Field(
-        description="by the metric's direction and `threshold`; `within noise` when noisy, `n/a` when the "
+        description="by the metric's direction and `threshold`; `within noise` when noisy, `noisy: not judged` "
+        "when noisy and a side's band sqrt(p90 / p10) - 1 exceeds 50%, `n/a` when the "
         "direction (lower or higher is better) is unknown"
     )
     warnings: list[str] = Field(
@@ -241,7 +246,8 @@ class ComparisonOut(_Out):
     alpha: float | None = Field(default=None, description="false discovery rate of the calls (Benjamini-Hochberg)")
     verdicts: dict[str, int] = Field(
         default_factory=dict,
-        description="how many cases have each verdict (regression, improvement, unchanged, within noise, n/a): "
+        description="how many cases have each verdict (regression, improvement, unchanged, within noise, "
+        "noisy: not judged, n/a): "
         "the counts of the cases' `verdict`, as the CLI's summary prints them",
     )
     wide_cases: int = Field(default=0, description="how many cases have a noisy side (`wide` not empty)")

@@ -827,8 +827,14 @@ def noise_floor_line(cmp: Any) -> str:
     return text
 
 
-# a case is "within noise" when its p10-p90 ranges overlap or a side's spread exceeds the change (is_noisy)
-_VERDICT_STYLE = {"regression": "[red]{}[/red]", "improvement": "[green]{}[/green]", "within noise": "[dim]{}[/dim]"}
+# a case is "within noise" when its p10-p90 ranges overlap or a side's spread exceeds the change (is_noisy);
+# "noisy: not judged" when, besides, a side's band is too wide to judge by (analysis.compare.too_noisy)
+_VERDICT_STYLE = {
+    "regression": "[red]{}[/red]",
+    "improvement": "[green]{}[/green]",
+    "within noise": "[dim]{}[/dim]",
+    "noisy: not judged": "[yellow]{}[/yellow]",
+}
 
 
 class RunProgress:

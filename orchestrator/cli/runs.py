@@ -144,7 +144,8 @@ def compare(
     json_out: JsonOpt = False,
 ) -> None:
     """Per-case ratio head/base of the medians, a verdict ('within noise' when the stored p10-p90 spread hides
-    the change), and the geometric mean. Runs of different suites, or sharing no case, are an error (exit 2)."""
+    the change), and the geometric mean. Runs of different suites, sharing no case, or one run named twice are an
+    error (exit 2), as in `orch runs check`."""
     with _store(ctx) as store:
         result = store.compare(store.resolve_run_id(base), store.resolve_run_id(head), metric=metric)
         flagged = {rid: store.flagged_cases(rid) for rid in (result.base, result.head)}

@@ -46,7 +46,7 @@ from sqlalchemy.exc import (
 from sqlalchemy.orm import Session
 
 from orchestrator.analysis import roof
-from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict, wide_sides
+from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict, too_noisy, wide_sides
 from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
 from orchestrator.ingest import done_record
 from orchestrator.protocol import Event
@@ -865,13 +865,20 @@ class Store:
 
         Raises:
             NotFoundError: no such run, or the metric is in neither run.
-            IncomparableError: the runs are of different suites, or share no case with the metric.
+            IncomparableError: the runs are of different suites, share no case with the metric, or are one run
+                (``orch runs check`` refuses that too: every ratio would be 1, a table that looks like "no change"
+                while the two references were meant to name two runs).
             UsageError: an invalid metric name.
         """
         if metric is not None:
             check_name("metric", metric)
         with self._read() as s:
             base_run, head_run = self._run(s, base), self._run(s, head)
+            if base_run.id == head_run.id:
+                raise IncomparableError(
+                    f"base and head are the same run ({base_run.id}): a run compared with itself shows nothing",
+                    "pass an earlier run as base and the candidate as head: `orch runs compare latest~1 latest`",
+                )
             if base_run.suite != head_run.suite:
                 raise IncomparableError(
                     f"run {base} is of suite {base_run.suite!r} and run {head} of suite {head_run.suite!r}: "
@@ -1314,7 +1321,9 @@ def _comparison(
                 head_p10=h10,
                 head_p90=h90,
                 noisy=noisy,
-                verdict=noise_verdict(ratio, direction, noisy, COMPARE_THRESHOLD),
+                verdict=noise_verdict(
+                    ratio, direction, noisy, COMPARE_THRESHOLD, bool(noisy) and too_noisy(b, b10, b90, h, h10, h90)
+                ),
                 wide=wide_sides(b, b10, b90, h, h10, h90),
             )
         )

@@ -25,7 +25,12 @@ NOISE_FLOOR_WITHIN = "within-run samples only"
 NOISE_FLOOR_CALIBRATED = "calibration"
 
 _Key = tuple[str | None, str]  # (host or None when paired on case alone, case_key)
-_CALL_VERDICT: dict[str, Verdict] = {"slower": "regression", "faster": "improvement", "within noise": "within noise"}
+_CALL_VERDICT: dict[str, Verdict] = {
+    "slower": "regression",
+    "faster": "improvement",
+    "within noise": "within noise",
+    "noisy": "noisy: not judged",
+}
 
 
 @dataclass(frozen=True, kw_only=True)

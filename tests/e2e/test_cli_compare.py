@@ -62,9 +62,9 @@ def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
     rows = [line.split("│")[1:-1] for line in lines if line.count("│") == 7]
     assert [[cell.strip() for cell in row] for row in rows] == [
         ["h1", "M=1", "0.100 (0.0990–0.101)", "0.200 (0.199–0.201)", "2.000", "regression"],
-        ["h1", "M=64", "0.720 (0.160–53.0) noisy", "0.170 (0.165–0.175)", "0.236", "within noise"],
+        ["h1", "M=64", "0.720 (0.160–53.0) noisy", "0.170 (0.165–0.175)", "0.236", "noisy: not judged"],
     ]
-    assert "geometric mean head/base: 0.687 over 2 cases: 1 regression, 1 within noise (paired on host+case)" in (
+    assert "geometric mean head/base: 0.687 over 2 cases: 1 regression, 1 noisy: not judged (paired on host+case)" in (
         res.stdout
     )
     note = " ".join(line for line in lines if "marked noisy" in line)
@@ -100,7 +100,8 @@ def test_summary_counts_are_the_tables_verdicts_not_the_noisy_flags(orch: Orch, 
     assert cmp.noisy == 6  # is_noisy's count: not a verdict
     verdicts = {c.case["M"]: c.verdict for c in cmp.cases}
     assert verdicts == {1: "improvement", 16: "regression", **dict.fromkeys(flat, "within noise")}
-    assert cmp.verdicts == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5, "n/a": 0}
+    assert cmp.verdicts == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5,
+                            "noisy: not judged": 0, "n/a": 0}  # fmt: skip
     res = orch("runs", "compare", base, head)
     assert res.returncode == 0, res.stderr
     out = " ".join(res.stdout.split())

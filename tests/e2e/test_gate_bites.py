@@ -117,3 +117,72 @@ def test_a_head_whose_every_case_failed_is_a_run_failure_not_a_usage_error(db: t
     assert "Traceback" not in text
     code, text = _orch(url, "runs", "check", head, "--base", base, "--allow-missing")
     assert code == 1, text  # nothing measured: there is nothing to allow
+
+
+def _spread(center: float, tail: float, n_tail: int, n: int = 20) -> list[float]:
+    """``n`` samples: ``n - n_tail`` within 4% of ``center``, ``n_tail`` near ``tail`` (a wide p90)."""
+    body = [center * (0.98 + 0.04 * i / (n - n_tail - 1)) for i in range(n - n_tail)]
+    return body + [tail * (1 + 0.1 * i) for i in range(n_tail)]
+
+
+def test_a_change_far_outside_the_spread_is_never_within_noise(db: tuple[str, Store]) -> None:
+    """The finding: M=2 went from 212 ms (182–281) to 0.230 ms (0.222–9.57), q 4.8e-07, CI 0.00103–0.00112, and
+    M=1 1,379x slower — both "within noise" (a linear band 1 ± 20.3), and `runs check` printed "pass"."""
+    url, store = db
+    base = _run(store, [
+        _result(0, 1, _spread(0.2, 600.0, 4)),  # a 0.2 ms case with a 600 ms tail on the base side
+        _result(1, 2, [182.0, 182.0, 185, 190, 195, 200, 205, 208, 210, 212, 212, 214, 220, 230, 240, 250, 260,
+                       270, 281, 281]),
+    ])  # fmt: skip
+    head = _run(store, [_result(0, 1, _quiet(275.8, seed=3)), _result(1, 2, _spread(0.226, 9.57, 3))])
+    cmp = json.loads(_orch(url, "runs", "compare", base, head, "--json")[1])
+    by_m = {c["case"]["M"]: c for c in cmp["cases"]}
+    assert by_m[2]["ratio"] < 0.002 and by_m[2]["stats"]["call"] == "faster", by_m[2]
+    assert by_m[2]["verdict"] == "improvement"
+    assert by_m[1]["ratio"] > 1000 and by_m[1]["stats"]["call"] == "slower", by_m[1]
+    assert by_m[1]["verdict"] == "regression"
+    code, text, doc = _check(url, head, "--base", base)
+    assert code == 1, text
+    assert doc is not None and [s["case"] for s in doc["slower"]] == [{"M": 1}]
+    assert "slower: cpu-0 M=1 head/base" in text and "pass" not in text
+
+
+def test_a_case_too_noisy_to_judge_is_said_so_and_does_not_pass(db: tuple[str, Store]) -> None:
+    url, store = db
+    # both sides carry a 5x tail in 3 of 20 samples: a band of sqrt(p90 / p10) - 1 > 50%, and no change
+    base = _run(store, [_result(0, 1, _spread(1.0, 5.0, 3)), _result(1, 2, _quiet(2.0, seed=1))])
+    head = _run(store, [_result(0, 1, _spread(1.01, 5.0, 3)), _result(1, 2, _quiet(2.0, seed=2))])
+    cmp = json.loads(_orch(url, "runs", "compare", base, head, "--json")[1])
+    by_m = {c["case"]["M"]: c for c in cmp["cases"]}
+    assert (by_m[1]["stats"]["call"], by_m[1]["verdict"]) == ("noisy", "noisy: not judged"), by_m[1]
+    assert by_m[1]["stats"]["band"] > 0.5
+    assert by_m[2]["verdict"] == "within noise"  # a quiet case keeps its verdict
+    code, text = _orch(url, "runs", "compare", base, head)
+    assert code == 0 and "noisy: not judged" in text
+    code, text, doc = _check(url, head, "--base", base)
+    assert code == 3, text
+    assert "cannot judge: cpu-0 M=1 head/base 1.0" in text and "too noisy to judge: the noise band" in text
+    assert doc is not None and [u["outcome"] for u in doc["untested"]] == ["cannot judge"]
+    # an explicit rule on the medians decides it
+    code, text, doc = _check(url, head, "--base", base, "--min-change", "0.05")
+    assert code == 0, text
+
+
+def test_compare_and_check_agree_that_a_run_against_itself_is_a_usage_error(db: tuple[str, Store]) -> None:
+    """The finding: `runs compare latest latest` exit 0 (every ratio 1.000, "unchanged") while `runs check` refused
+    the same pair (exit 2). Both refuse it now: two references meant to name two runs named one."""
+    url, store = db
+    _run(store, [_result(0, 1, _quiet(1.0, seed=1))])
+    rid = _run(store, [_result(0, 1, _quiet(1.0, seed=2))])
+    same = [
+        ("runs", "compare", "latest", "latest"),
+        ("runs", "compare", rid, rid[-8:]),
+        ("runs", "compare", "latest", "latest", "--json"),
+        ("runs", "check", "latest", "--base", rid),
+    ]
+    for argv in same:
+        code, text = _orch(url, *argv)
+        assert code == 2, (argv, text)
+        assert "compared with itself shows nothing" in " ".join(text.split()) and "Traceback" not in text
+    code, text = _orch(url, "runs", "compare", "latest~1", "latest")
+    assert code == 0, text

@@ -340,7 +340,8 @@ def test_compare_judges_noise_from_stored_p10_p90(store: Store) -> None:
     assert [(x.case["M"], x.ratio, x.noisy, x.verdict) for x in c.cases] == [
         (1, 0.20 / 0.10, False, "regression"),
         (16, 0.121 / 0.12, True, "within noise"),  # ranges overlap
-        (64, 0.17 / 0.72, True, "within noise"),  # base's (53 - 0.16) / 0.72 spread far beyond the change
+        # base's ln(53 / 0.16) spread far beyond the change, and its band sqrt(53 / 0.16) - 1 = 17 > 50%
+        (64, 0.17 / 0.72, True, "noisy: not judged"),
         (128, 1.02, True, "within noise"),  # apart, but base's 3% spread > the 2% change
         (256, 1.5, None, "regression"),  # base has no p10: noise unknown, the threshold alone decides
     ]

@@ -190,7 +190,7 @@ def test_compare_judges_noise_from_p10_p90() -> None:
     head = [{"case": {"M": 1}, "metrics": stats(0.04, 0.039, 0.041)}, {"case": {"M": 2}, "metrics": stats(1, 0.9, 1.1)}]
     c = compare(base, head)
     assert [(x.key, x.ratio, x.noisy, x.verdict) for x in c.cases] == [
-        ("M=1", 0.04 / 0.17, True, "within noise"),
+        ("M=1", 0.04 / 0.17, True, "noisy: not judged"),  # base's band sqrt(53 / 0.16) - 1 = 17.2 > 0.5
         ("M=2", 0.5, False, "improvement"),
     ]
     assert c.improvements == [c.cases[1]] and c.to_dict()["cases"][0]["noisy"] is True
@@ -208,7 +208,8 @@ def test_a_measurement_is_noisy_above_twenty_percent_spread() -> None:
 
 def test_verdict_counts_are_the_verdicts_given() -> None:
     got = verdict_counts(["within noise"] * 5 + ["regression", "improvement"])
-    assert got == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5, "n/a": 0}
+    assert got == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5, "noisy: not judged": 0,
+                   "n/a": 0}  # fmt: skip
     assert sum(verdict_counts([]).values()) == 0
 
 

@@ -25,9 +25,17 @@ def r(m: int, **metrics: Any) -> dict[str, Any]:
         ((0.5, 0.49, 0.51), (2.0, 1.99, 2.01), False),
         # Apart; base's relative spread 0.4 (of a median of 0.5) above the change 0.3.
         ((0.5, 0.4, 0.6), (0.65, 0.64, 0.66), True),
-        # Spread exactly the change (binary-exact numbers): not above it, not noisy — base side, then head side.
-        ((1.0, 0.75, 1.25), (1.5, 1.4375, 1.5625), False),
-        ((1.0, 0.9375, 1.0625), (0.5, 0.375, 0.625), False),
+        # Spread exactly the change as factors (ln 2 against |ln 2|, ln 0.5 = -ln 2 exactly): not above it, not
+        # noisy — base side, then head side.
+        ((1.0, 0.75, 1.5), (2.0, 1.99, 2.01), False),
+        ((1.0, 0.99, 1.01), (0.5, 0.25, 0.5), False),
+        # The same spreads a hair wider than the change: noisy.
+        ((1.0, 0.75, 1.51), (2.0, 1.99, 2.01), True),
+        ((1.0, 0.99, 1.01), (0.5, 0.249, 0.5), True),
+        # A p10 <= 0 has no factor: compared linearly, (p90 - p10) / median against |head/base - 1|.
+        ((1.0, 0.99, 1.01), (0.5, -0.1, 0.6), True),  # 1.4 > 0.5
+        ((1.0, -0.1, 1.1), (10.0, 9.9, 10.1), False),  # base side: 1.2 < 9
+        ((1.0, -0.1, 1.1), (2.0, 1.9, 2.1), True),  # base side: 1.2 > 1
         # Head's relative spread 1.0 (of a median of 0.5, below 1) above the change 0.5.
         ((1.0, 0.99, 1.01), (0.5, 0.1, 0.6), True),
         # A head median of 0 has no relative spread (no division by it).
@@ -93,3 +101,54 @@ def test_duplicates_are_named_with_their_side() -> None:
     with pytest.raises(ValueError) as exc:
         compare(one, one, threshold=-0.01)
     assert str(exc.value) == "threshold must be >= 0, got -0.01"
+
+
+def test_log_band_is_the_half_width_as_a_factor() -> None:
+    from orchestrator.analysis.compare import log_band
+
+    assert log_band(0.230, 0.222, 9.57) == pytest.approx((9.57 / 0.222) ** 0.5 - 1, rel=1e-12)  # 5.57
+    assert log_band(1.0, 0.25, 1.0) == 1.0  # sqrt(4) - 1, binary-exact
+    assert log_band(1.0, 1.0, 1.0) == 0.0
+    assert log_band(1.0, 0.0, 1.0) == float("inf")  # p10 of 0: no factor bounds it
+    assert log_band(1.0, -1.0, 1.0) == float("inf")
+    assert log_band(1.0, -1.0, 0.0) is None and log_band(1.0, -1.0, -0.5) is None
+    assert log_band(0.0, 0.5, 1.0) is None and log_band(-1.0, 0.5, 1.0) is None  # no positive median
+    assert log_band(1.0, 1.5, 0.5) is None  # p90 below p10
+    assert log_band(1.0, None, 1.0) is None and log_band(1.0, 0.5, "2") is None and log_band(True, 0.5, 2.0) is None
+    assert log_band(1.0, 0.5, float("nan")) is None
+
+
+def test_too_noisy_is_a_band_above_fifty_percent_on_either_side() -> None:
+    from orchestrator.analysis.compare import NOT_JUDGED_BAND, too_noisy
+
+    assert NOT_JUDGED_BAND == 0.5
+    quiet = (1.0, 0.99, 1.01)
+    assert not too_noisy(*quiet, *quiet)
+    assert not too_noisy(1.0, 0.64, 1.44, *quiet)  # sqrt(2.25) - 1 = 0.5 exactly: at the limit, not above
+    assert too_noisy(1.0, 0.64, 1.45, *quiet)  # base side
+    assert too_noisy(*quiet, 1.0, 0.64, 1.45)  # head side
+    assert not too_noisy(*quiet, 1.0, None, 1.45)  # unknown band: not called too noisy
+    assert too_noisy(*quiet, 1.0, 0.9, 1.1, limit=0.05)
+
+
+def test_noise_verdict_says_noisy_not_judged_only_for_a_noisy_case_too_wide_to_judge() -> None:
+    from orchestrator.analysis.compare import noise_verdict
+
+    assert noise_verdict(1.01, "lower", True, 0.05, True) == "noisy: not judged"
+    assert noise_verdict(1.01, "lower", True, 0.05, False) == "within noise"
+    assert noise_verdict(1.5, "lower", False, 0.05, True) == "regression"  # apart from its noise: judged
+    assert noise_verdict(1.01, "lower", None, 0.05, True) == "unchanged"
+
+
+def test_compare_marks_a_noisy_case_too_wide_to_judge() -> None:
+    def t(median: float, p10: float, p90: float) -> dict[str, Any]:
+        return {"unit": "ms", "median": median, "p10": p10, "p90": p90}
+
+    base = [r(1, time_ms=t(1.0, 0.9, 5.0)), r(2, time_ms=t(212.0, 182.0, 281.0)), r(4, time_ms=t(1.0, 0.95, 1.05))]
+    head = [r(1, time_ms=t(1.1, 1.0, 5.0)), r(2, time_ms=t(0.230, 0.222, 9.57)), r(4, time_ms=t(1.02, 0.97, 1.07))]
+    c = compare(base, head)
+    assert [(x.key, x.noisy, x.verdict) for x in c.cases] == [
+        ("M=1", True, "noisy: not judged"),  # overlapping, base's band sqrt(5 / 0.9) - 1 = 1.36
+        ("M=2", False, "improvement"),  # the finding: 0.001x, "within noise" of a linear band 1 +/- 20.3
+        ("M=4", True, "within noise"),  # overlapping, quiet
+    ]

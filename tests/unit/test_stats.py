@@ -160,3 +160,34 @@ def test_sort_median_equals_numpys() -> None:
     x = np.random.default_rng(11).normal(size=(7, 5, 20))
     for n in (1, 2, 19, 20):
         assert np.array_equal(stats._median(x[..., :n]), np.median(x[..., :n], axis=-1))
+
+
+def _st(lo: float, hi: float, band: float, n: int = 20) -> stats.CaseStats:
+    return stats.CaseStats((lo + hi) / 2, lo, hi, 1e-6, None, band, "within-run", "n/a", n, n)
+
+
+def test_the_band_is_log_symmetric_so_a_wide_band_still_lets_a_speed_up_be_called() -> None:
+    """The finding: a band of 20.3 made [1 - band, 1 + band] reach below 0, and a 0.001x head was within noise."""
+    assert stats.call_case(_st(0.00103, 0.00112, 5.57), "lower", 4.8e-7, 0.05) == "faster"
+    assert stats.call_case(_st(0.00103, 0.00112, 5.57), "higher", 4.8e-7, 0.05) == "slower"
+    assert stats.call_case(_st(1370.0, 1390.0, 5.57), "lower", 4.8e-7, 0.05) == "slower"
+    # the lower edge is 1 / (1 + band), not 1 - band: 0.66 is inside 1/1.6 = 0.625, 0.62 outside
+    assert stats.call_case(_st(0.60, 0.66, 0.6), "lower", 1e-6, 0.05) == "noisy"
+    assert stats.call_case(_st(0.60, 0.62, 0.6), "lower", 1e-6, 0.05) == "faster"
+    assert stats.call_case(_st(0.80, 0.82, 0.2), "lower", 1e-6, 0.05) == "faster"  # 1/1.2 = 0.833
+    assert stats.call_case(_st(0.84, 0.86, 0.2), "lower", 1e-6, 0.05) == "within noise"
+
+
+def test_a_band_wider_than_fifty_percent_is_noisy_not_within_noise() -> None:
+    assert stats.call_case(_st(0.9, 1.2, 0.5), "lower", 1e-6, 0.05) == "within noise"  # at the limit
+    assert stats.call_case(_st(0.9, 1.2, 0.51), "lower", 1e-6, 0.05) == "noisy"
+    assert stats.call_case(_st(0.9, 1.2, 0.51), "lower", 0.5, 0.05) == "noisy"  # p above alpha, still noisy
+    assert stats.call_case(_st(0.9, 1.2, 0.1), "lower", 0.5, 0.05) == "within noise"
+    assert stats.call_case(_st(1.6, 1.7, 0.51), "lower", 1e-6, 0.05) == "slower"  # outside even a wide band
+
+
+def test_within_run_spread_is_on_a_log_scale() -> None:
+    xs = [0.222] * 3 + [0.23] * 14 + [9.57] * 3  # p10 0.222, p90 9.57
+    assert stats.within_run_spread(xs) == pytest.approx((9.57 / 0.222) ** 0.5 - 1, rel=1e-9)
+    # a p10 <= 0: no factor bounds it; half the linear width relative to the median
+    assert stats.within_run_spread([-1.0] * 3 + [1.0] * 14 + [3.0] * 3) == pytest.approx(2.0)
