@@ -214,6 +214,18 @@ def test_compare_runs_of_different_suites_is_422(api: Api) -> None:
     )
 
 
+def test_compare_of_a_run_with_itself_is_422_as_in_the_cli(api: Api) -> None:
+    """``runs compare X X`` and ``runs check X --base X`` exit 2; the API agrees (tests/e2e/test_gate_bites.py)."""
+    rid = api.runs["head"]
+    with api.client() as c:
+        r = c.get("/api/v1/compare", params={"base": rid, "head": rid[-8:]})
+    assert r.status_code == 422
+    assert r.json()["detail"] == (
+        f"base and head are the same run ({rid}): a run compared with itself shows nothing (pass an earlier run "
+        "as base and the candidate as head: `orch runs compare latest~1 latest`)"
+    )
+
+
 def test_compare_runs_sharing_no_case_is_422(api: Api) -> None:
     rid = api.store.create_run(suite="moe-sweep", params={}, preset=None, label="other", hosts=["h1"],
                                started_by="t@box", started_on="box")  # fmt: skip
