@@ -2,9 +2,10 @@
 
 Resume (``orch run --resume RUN_ID``):
 
-1. :func:`resume_refusal`: a cancelled run, or a finished one whose every host's ``done`` line is stored, is
-   refused with the text and hint the user sees; anything else (a run still ``running``, or one ended
-   ``partial``/``failed`` because a connection was lost) is resumed;
+1. :func:`resume_refusal`: a finished run whose every host's ``done`` line is stored is refused with the text and
+   hint the user sees; anything else (a run still ``running``, or one ended ``partial``/``failed`` because a
+   connection was lost, or ``cancelled`` before every stopped agent's lines were stored) is resumed — a cancelled
+   one only to collect (no agent is started, and a host that cannot be reached stays ``cancelled``);
 2. :func:`resume_fields`: the run's request rebuilt from what the store recorded at start (``params``: the
    ``--set`` values, ``--repeat``, ``--seed``; ``info``: the replayed run and cases of ``orch runs rerun``);
 3. per host, :func:`host_step` from the stored state: ``judge`` (its done line is stored: the verdict is judged
@@ -79,9 +80,9 @@ class _Outcome(Protocol):
 
 def resume_refusal(run_id: str, status: str, open_hosts: Sequence[str]) -> Refusal | None:
     """None when the run can be resumed; else why not. ``status``: the run's stored status; ``open_hosts``: the
-    hosts whose ``done`` line is not stored. A cancelled run is never resumed (its agents were stopped); a run
-    in any other final status is resumed only while some host's done line is missing."""
-    if status != "cancelled" and (status not in FINAL_RUN_STATUSES or open_hosts):
+    hosts whose ``done`` line is not stored. A run in a final status (cancelled too: its stopped agents' spools
+    may hold lines written after orch stopped reading) is resumed only while some host's done line is missing."""
+    if status not in FINAL_RUN_STATUSES or open_hosts:
         return None
     why = "it was cancelled" if status == "cancelled" else "every host's done line is stored"
     return Refusal(f"run {run_id} already finished ({status}): {why}; there is nothing to resume",

@@ -810,8 +810,9 @@ class Runner:
 
     async def resume(self, run_id: str, *, only: Sequence[str] | None = None) -> RunOutcome:
         """Reattach to a run: follow every host whose ``done`` line is not stored from its last stored position —
-        also in a run already marked partial or failed because a connection was lost — then recompute the
-        run's status. Raises UsageError for a cancelled run, or one whose every host's done line is stored."""
+        also in a run already marked partial or failed because a connection was lost, or cancelled (then only
+        collecting: no agent is started) — then recompute the run's status. Raises UsageError for a run whose
+        every host's done line is stored. ``only``: these hosts of the run (orch cancel's collection)."""
         self._resolver = None
         await self.writer.ready()
         detail = await self.writer.call(self.store.get_run, run_id)
@@ -819,6 +820,8 @@ class Runner:
         refused = resume_refusal(detail.id, detail.status, [st.host for st in states if not st.done])
         if refused is not None:
             raise UsageError(refused.message, refused.hint)
+        if detail.status == "cancelled":  # its agents were stopped: collect what their spools hold, start nothing
+            self._collect_only = True
         self.run_id = detail.id
         require_suite(self.registry, detail.suite, detail.id, detail.info)  # before any host: exit 2, --suite-dir
         self.req = RunRequest(
@@ -879,9 +882,10 @@ class Runner:
             except OrchError as failure:
                 exc = _dropped(failure, hr, self.run_id)
                 msg = exc.message.removeprefix(f"{host.name}: ")
-                await self.writer.call(self.store.finish_host_run, self.run_id, host.name, "failed", msg)
-                self.observer.host_state(host.name, "failed", msg)
-                return HostOutcome(host.name, "failed", hr.results, hr.errors, msg, exc.hint or None)
+                ended = "cancelled" if self._collect_only else "failed"  # a cancelled run stays cancelled
+                await self.writer.call(self.store.finish_host_run, self.run_id, host.name, ended, msg)
+                self.observer.host_state(host.name, ended, msg)
+                return HostOutcome(host.name, ended, hr.results, hr.errors, msg, exc.hint or None)
             finally:
                 await hr.drop()
 

@@ -7,6 +7,7 @@ has started locally (``ssh -G``, parse workers) is hit too."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -128,4 +129,48 @@ def test_a_third_ctrl_c_stops_waiting_and_the_store_says_which_stop_was_not_conf
     detail = store.get_run(run_id)
     assert detail.status == "cancelled"
     assert [(h.host, h.status) for h in detail.host_runs] == [("gpu-a", "cancelled"), ("gpu-b", "cancelled")]
+    store.close()
+
+
+def _spool_results(orch: Orch, hosts: list[Any], run_id: str) -> dict[str, int]:
+    """Per host, the result lines its agent wrote (the spool ends with the agent's done line once stopped)."""
+    out = {}
+    for h in hosts:
+        lines = (h.home / ".orch" / "runs" / run_id / h.name / "events.jsonl").read_text().splitlines()
+        assert '"type": "done"' in lines[-1] or '"type":"done"' in lines[-1], lines[-1]
+        out[h.name] = sum(1 for line in lines if '"type": "result"' in line or '"type":"result"' in line)
+    return out
+
+
+def test_resume_of_an_interrupted_run_collects_what_the_stopped_agents_wrote(
+    two_hosts: tuple[Orch, list[Any]],
+) -> None:
+    """Lines the agents wrote after orch stopped reading (up to their cancelled done line) were left on the hosts
+    and --resume refused a cancelled run; now it collects them, starts nothing, and the run stays cancelled."""
+    orch, hosts = two_hosts
+    store = Store.from_url(orch.db_url)
+    proc, run_id = _start(orch, store)
+    try:
+        _interrupt(proc, 1, 0)
+        _, err = proc.communicate(timeout=scaled(180))
+        assert proc.returncode == 130, err[-3000:]
+        wait_for(lambda: not _agent_procs(run_id), timeout_s=60, what="the remote agents to stop")
+    finally:
+        _stop(proc)
+        _kill_agents(run_id)
+    written = _spool_results(orch, hosts, run_id)
+    res = orch("run", "--resume", run_id[-8:], "--json", timeout=scaled(240))
+    assert res.returncode == 1, res.stdout + res.stderr[-3000:]  # a cancelled run is not a success
+    doc = json.loads(res.stdout)
+    assert (doc["run_id"], doc["status"]) == (run_id, "cancelled"), doc
+    assert [(h["host"], h["status"], h["results"]) for h in doc["hosts"]] == [
+        (name, "cancelled", written[name]) for name in ("gpu-a", "gpu-b")]
+    assert not _agent_procs(run_id)  # nothing was started again
+    detail = store.get_run(run_id)
+    assert detail.status == "cancelled"
+    assert [(h.host, h.status, h.results) for h in detail.host_runs] == [
+        (name, "cancelled", written[name]) for name in ("gpu-a", "gpu-b")]
+    again = orch("run", "--resume", run_id)
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "already finished (cancelled): it was cancelled; there is nothing to resume" in again.stderr
     store.close()

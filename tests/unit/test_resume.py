@@ -69,9 +69,13 @@ def test_a_finished_run_whose_every_done_line_is_stored_is_refused(status: str) 
     )
 
 
-@pytest.mark.parametrize("open_hosts", [[], ["gpu-a"]])
-def test_a_cancelled_run_is_never_resumed(open_hosts: list[str]) -> None:
-    assert resume_refusal(RUN, "cancelled", open_hosts) == Refusal(
+def test_a_cancelled_run_is_resumed_to_collect_while_a_hosts_done_line_is_missing() -> None:
+    assert resume_refusal(RUN, "cancelled", ["gpu-a"]) is None
+    assert resume_refusal(RUN, "cancelled", ["gpu-a", "gpu-b"]) is None
+
+
+def test_a_cancelled_run_whose_every_done_line_is_stored_is_refused() -> None:
+    assert resume_refusal(RUN, "cancelled", []) == Refusal(
         f"run {RUN} already finished (cancelled): it was cancelled; there is nothing to resume",
         f"orch runs show {RUN}",
     )
