@@ -36,6 +36,10 @@ def r(m: int, **metrics: Any) -> dict[str, Any]:
         ((1.0, 0.99, 1.01), (0.5, -0.1, 0.6), True),  # 1.4 > 0.5
         ((1.0, -0.1, 1.1), (10.0, 9.9, 10.1), False),  # base side: 1.2 < 9
         ((1.0, -0.1, 1.1), (2.0, 1.9, 2.1), True),  # base side: 1.2 > 1
+        ((1.0, 0.99, 1.01), (0.5, 0.0, 0.6), True),  # a p10 of exactly 0 is linear too (no division by it)
+        ((1.0, 0.0, 1.0), (2.0, 1.5, 2.5), False),  # linear spread 1.0 exactly the change 1.0: not above it
+        # Head's p10 touching base's p90, spreads below the change: noisy by the overlap test alone.
+        ((1.0, 0.999, 1.001), (1.1, 1.001, 1.1), True),
         # Head's relative spread 1.0 (of a median of 0.5, below 1) above the change 0.5.
         ((1.0, 0.99, 1.01), (0.5, 0.1, 0.6), True),
         # A head median of 0 has no relative spread (no division by it).
@@ -152,3 +156,6 @@ def test_compare_marks_a_noisy_case_too_wide_to_judge() -> None:
         ("M=2", False, "improvement"),  # the finding: 0.001x, "within noise" of a linear band 1 +/- 20.3
         ("M=4", True, "within noise"),  # overlapping, quiet
     ]
+    # the head side alone too wide: not judged either
+    one = compare([r(1, time_ms=t(1.0, 0.95, 1.05))], [r(1, time_ms=t(1.1, 0.9, 5.0))])
+    assert [(x.noisy, x.verdict) for x in one.cases] == [(True, "noisy: not judged")]
