@@ -84,3 +84,25 @@ def test_uneven_counts_and_tested_cases() -> None:
     cmp = _cmp([_case(1, 2.0), replace(tested, stats=st)])
     (u,) = judge_untested(cmp, ({("h1", "k=1"): 20}, {("h1", "k=1"): 2}), {})
     assert u.case.case["k"] == 1 and u.why == "20 base and 2 head samples, the test needs >= 4 per side"
+
+
+def test_a_case_too_noisy_to_judge_is_never_passed_without_a_rule() -> None:
+    """Call ``noisy`` (a band wider than 50% that holds the interval) and the p10/p90 verdict ``noisy: not
+    judged``: cannot judge (exit 3), each saying why; ``--min-change`` decides them on the medians."""
+    st = stats.CaseStats(1.01, 0.6, 1.7, 0.8, 0.8, 1.36, "within-run", "noisy", 20, 20)
+    tested = replace(_case(1, 1.01), stats=st, verdict="noisy: not judged")
+    p10p90 = replace(_case(2, 1.01), verdict="noisy: not judged")
+    quiet = replace(_case(3, 1.01), stats=replace(st, band=0.01, call="within noise"), verdict="within noise")
+    twenty = {("h1", f"k={k}"): 20 for k in range(1, 4)}
+    cmp = _cmp([tested, p10p90, quiet])
+    out = {u.case.case["k"]: u for u in judge_untested(cmp, (twenty, twenty), {})}
+    assert sorted(out) == [1, 2]  # a judged quiet case is not untested
+    assert out[1].outcome == out[2].outcome == "cannot judge"
+    assert out[1].why == (
+        "too noisy to judge: the noise band 0.424x–2.36x (within-run) is wider than 50% and holds the 95% CI 0.6–1.7"
+    )
+    assert out[2].why == "too noisy to judge: a side's p10–p90 spread is wider than a 50% band"
+    gate = CheckOutcome(cmp, [], False, untested=list(out.values()))
+    assert (gate.verdict, gate.exit_code) == ("inconclusive", 3)
+    decided = judge_untested(cmp, (twenty, twenty), {}, min_change=0.05)
+    assert [u.outcome for u in decided] == ["within", "within"]
