@@ -174,3 +174,51 @@ def test_resume_of_an_interrupted_run_collects_what_the_stopped_agents_wrote(
     assert again.returncode == 2, again.stdout + again.stderr
     assert "already finished (cancelled): it was cancelled; there is nothing to resume" in again.stderr
     store.close()
+
+
+PARSED_SUITE = """\
+name: parsed-ticks
+description: many short cases whose output is parsed in orch's parse worker (a user regex)
+command: ["sh", "-c", "sleep 0.2; echo 'tput: {n}'"]
+params:
+  n: {type: list, default: [1], help: "cases"}
+parser: {name: regex, pattern: 'tput: (?P<tput>\\d+)'}
+metrics:
+  tput: {path: tput, unit: tok/s}
+warmup: 0
+repeat: 1
+timeout_s: 600
+"""
+
+
+def test_two_ctrl_c_with_the_parse_worker_running_print_no_traceback(
+    two_hosts: tuple[Orch, list[Any]], tmp_path: Any
+) -> None:
+    """The SIGINTs reach orch's parse worker too (same process group): nothing of it may reach the terminal."""
+    orch, _ = two_hosts
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "parsed.yaml").write_text(PARSED_SUITE)
+    store = Store.from_url(orch.db_url)
+    cases = "n=" + ",".join(str(i) for i in range(1, 2001))
+    argv = orch.argv("run", "parsed-ticks", "--hosts", "ct200,b300", "--suite-dir", str(suites), "--set", cases,
+                     "--timeout", str(scaled(30)))  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=orch.cwd, env=orch.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    run_id = ""
+    try:
+        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=180,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        wait_for(lambda: len(_agent_procs(run_id)) >= 2, timeout_s=60, what="an agent worker on each host")
+        _interrupt(proc, 2, 0.5)
+        _, err = proc.communicate(timeout=scaled(180))
+    finally:
+        _stop(proc)
+        if run_id:
+            _kill_agents(run_id)
+    assert proc.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err and "Task was destroyed" not in err, err
+    detail = store.get_run(run_id)
+    assert detail.status == "cancelled" and [h.status for h in detail.host_runs] == ["cancelled", "cancelled"]
+    store.close()
