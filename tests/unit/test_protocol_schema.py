@@ -261,3 +261,33 @@ def test_a_key_repeated_only_below_the_top_level_or_inside_text_is_fine() -> Non
                info={"msg": '"metrics" and "seq" in a message', "inner": {"a": 1}, "other": {"a": 2}})  # fmt: skip
     ev = parse_line(raw, expected_seq=1)
     assert ev.type == "result" and ev.data["case"] == {"M": 1, "case": 2}
+
+
+def test_count_keys_counts_every_objects_keys_nested_in_objects_and_lists() -> None:
+    from orchestrator.protocol import _count_keys
+
+    assert _count_keys({"a": 1, "b": {"c": 1, "d": [{"e": 1}, 2]}, "f": [1, "x", None]}) == 6
+    assert _count_keys([{"a": 1}, [{"b": 1, "c": 2}], 3]) == 3
+    assert (_count_keys([1, 2.0, "s", True, None]), _count_keys("text"), _count_keys({})) == (0, 0, 0)
+
+
+def test_the_duplicate_key_screen_reads_a_line_again_only_when_it_must(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hot path: a line with no more ``":`` than keys (after discounting ``\\":`` inside strings) is never
+    parsed a second time; one with more is, and only a top-level repeat counts."""
+    import orchestrator.protocol as protocol
+
+    reads: list[str] = []
+    real_loads = json.loads
+
+    def counting_loads(text: str, **kw: Any) -> Any:
+        reads.append(text)
+        return real_loads(text, **kw)
+
+    monkeypatch.setattr(protocol.json, "loads", counting_loads)
+    quoted = '{"v": 1, "m": "it said \\"x\\": 1"}'  # 3 '":' for 2 keys, one of them escaped in a string
+    for text in ('{"v": 1, "a": {"b": 2}}', quoted):
+        assert protocol._keys_written_twice(text, real_loads(text)) == [] and reads == [], text
+    ev = parse_line('{"v": 1, "seq": 0, "type": "log", "message": "m"}', expected_seq=0)  # not compact: screened
+    assert ev.type == "log" and reads == []
+    nested = '{"v": 1, "a": {"b": 1, "b": 2}}'  # a repeat below the top level: read again, not refused
+    assert protocol._keys_written_twice(nested, real_loads(nested)) == [] and reads == [nested]
