@@ -43,7 +43,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/store/compute.py) tests=(tests/unit/test_store_compute.py) ;;
     orchestrator/store/storable.py) tests=(tests/unit/test_storable.py tests/unit/test_protocol_schema.py) ;;
     orchestrator/linecheck.py) tests=(tests/unit/test_line_checks.py tests/unit/test_line_checks_fields.py) ;;
-    orchestrator/store_writer.py) tests=(tests/unit/test_store_writer.py tests/integration/test_store_writer.py) ;;
+    orchestrator/store_writer.py) tests=(tests/unit/test_store_writer.py tests/unit/test_store_writer_edges.py tests/unit/test_store_writer_stop.py tests/integration/test_store_writer.py) ;;
     orchestrator/store/repo.py)  # the write path (with MUTATION_FUNCS; MUTATION_DB=sqlite for minutes, not hours)
       t=tests/integration/test_store.py
       tests=(tests/integration/test_store_ingest_many.py tests/integration/test_store_storable.py
