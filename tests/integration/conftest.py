@@ -93,3 +93,12 @@ def seed(store: Store) -> dict[str, str]:
         store.finish_run(rid, "completed")
         ids[name] = rid
     return ids
+
+
+def started_run(store: Store, hosts: list[str]) -> str:
+    """A moe-sweep run on ``hosts``, each host run started (facts empty, agent v1): what ingest writes into."""
+    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=hosts,
+                              started_by="me@box", started_on="box")  # fmt: skip
+    for h in hosts:
+        store.start_host_run(run_id, h, facts={}, agent_version="v1", build_sha=None)
+    return run_id

@@ -12,15 +12,9 @@ from orchestrator.protocol import Event
 from orchestrator.store import compute, repo
 from orchestrator.store.models import HostRun
 from orchestrator.store.repo import Store
-from tests.integration.conftest import hello, result_event
+from tests.integration.conftest import hello, result_event, started_run
 
-
-def _run(store: Store, hosts: list[str]) -> str:
-    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=hosts,
-                              started_by="me@box", started_on="box")  # fmt: skip
-    for h in hosts:
-        store.start_host_run(run_id, h, facts={}, agent_version="v1", build_sha=None)
-    return run_id
+_run = started_run
 
 
 def _counts(store: Store, run_id: str) -> dict[str, tuple[int, int, int]]:

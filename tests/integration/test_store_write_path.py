@@ -19,14 +19,9 @@ from orchestrator.store import compute, repo
 from orchestrator.store.models import HostRun
 from orchestrator.store.records import HostRunRecord
 from orchestrator.store.repo import Store
+from tests.integration.conftest import started_run
 
-
-def _run(store: Store, hosts: list[str]) -> str:
-    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=hosts,
-                              started_by="me@box", started_on="box")  # fmt: skip
-    for h in hosts:
-        store.start_host_run(run_id, h, facts={}, agent_version="v1", build_sha=None)
-    return run_id
+_run = started_run
 
 
 def test_a_batch_led_by_a_large_row_is_stored_exactly(store: Store) -> None:
