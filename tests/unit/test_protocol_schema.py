@@ -291,3 +291,102 @@ def test_the_duplicate_key_screen_reads_a_line_again_only_when_it_must(monkeypat
     assert ev.type == "log" and reads == []
     nested = '{"v": 1, "a": {"b": 1, "b": 2}}'  # a repeat below the top level: read again, not refused
     assert protocol._keys_written_twice(nested, real_loads(nested)) == [] and reads == [nested]
+
+
+_MISMATCH = (
+    "a line's seq must be its position in the spool (a gap, a duplicate or a reordered line); its content is not "
+    "trusted"
+)
+
+
+@pytest.mark.parametrize(("shift", "pos", "after"), [(0, 4, ""), (2, 6, " (seq 4 expected after 2 blank line(s))")])
+def test_a_seq_mismatch_is_an_error_at_the_position_naming_its_case_and_type(shift: int, pos: int, after: str) -> None:
+    """Issue 19's mutation run: the mismatch error's fields, its text and the position after blank lines."""
+    raw = line(seq=9, type="result", case_index=0, case={"M": 1}, metrics={})
+    ev = parse_line(raw, expected_seq=4, shift=shift)
+    assert (ev.seq, ev.type) == (pos, "error")
+    assert ev.data == {"message": f"agent line {pos} (result) claims seq 9{after}: {_MISMATCH}", "kind": "protocol",
+                       "line_type": "result", "case_index": 0, "case": {"M": 1}}  # fmt: skip
+    assert parse_line(line(seq=4, type="log", message="m"), expected_seq=4, shift=shift).seq == pos
+
+
+@pytest.mark.parametrize(
+    ("fields", "kept"),
+    [
+        ({"case_index": 0, "case": {}}, {"case_index": 0, "case": {}}),
+        ({"case_index": 1}, {"case_index": 1}),
+        ({"case_index": -1, "case": [1]}, {}),
+        ({"case_index": True, "case": "M=1"}, {}),
+        ({"case_index": 1.0, "case": None}, {}),
+    ],
+)
+def test_a_rejected_line_keeps_only_a_well_typed_case_and_case_index(fields: dict[str, Any],
+                                                                     kept: dict[str, Any]) -> None:  # fmt: skip
+    """case_fields: an object ``case`` and an integer ``case_index`` >= 0 (0 included, bool excluded) are kept on
+    a mismatch's and a bad ts's error; nothing else is."""
+    mismatch = parse_line(line(seq=1, type="result", **fields), expected_seq=0)
+    assert {k: v for k, v in mismatch.data.items() if k.startswith("case")} == kept
+    bad_ts = parse_line(line(seq=0, type="result", ts="soon", **fields), expected_seq=0)
+    assert bad_ts.data == {"message": "agent line 0 (result): ts must be unix seconds (a finite number), got 'soon'",
+                           "kind": "protocol", "line_type": "result", **kept}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("raw", "plain"),
+    [
+        ('{"v":1,"seq":0,"type":"log","message":"m"}', True),
+        ('{"v":1,"seq":0,"type":"log","message":"a \\"quoted\\" word\\n"}', True),  # backslashes, no NUL
+        ('{"v":1,"seq":0,"type":"log","message":"c++ 1e+5","x":2.0}', True),  # a "+" and a whole float < 2**63
+        ('{"v":1,"seq":0,"type":"log","message":"a\\u0000b"}', False),
+        ('{"v":1,"seq":0,"type":"log","x":NaN}', False),  # read by Python's json, not orjson
+        ('{"v":1,"seq":0,"type":"log","x":18446744073709551616}', False),  # past 64 bits: read again
+    ],
+)
+def test_plain_is_true_exactly_when_nothing_needs_a_stand_in(raw: str, plain: bool) -> None:
+    """``Event.plain`` is a bool: True only for a line orjson read exactly with no NUL (a "+" in a string, a
+    backslash or a small whole float must not cost the store its skipped check)."""
+    ev = parse_line(raw, expected_seq=0)
+    assert ev.type == "log" and ev.plain is plain
+
+
+def test_an_integer_just_past_int64_below_zero_is_read_exactly() -> None:
+    """orjson reads -2**63-1 as the float -2**63 exactly: the walk must take ``>=`` 2**63, not ``>``."""
+    ev = parse_line('{"v":1,"seq":0,"type":"log","x":-9223372036854775809}', expected_seq=0)
+    assert ev.data["x"] == -(2**63) - 1 and type(ev.data["x"]) is int
+
+
+def test_a_compact_ascii_line_is_not_screened_for_repeated_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hot path: a line exactly as long as orjson's re-writing and ASCII (as the agent writes) never reaches
+    ``_keys_written_twice``; a spaced or non-ASCII one does."""
+    import orchestrator.protocol as protocol
+
+    calls: list[str] = []
+    real = protocol._keys_written_twice
+
+    def counting(text: str, doc: dict[str, Any]) -> list[str]:
+        calls.append(text)
+        return real(text, doc)
+
+    monkeypatch.setattr(protocol, "_keys_written_twice", counting)
+    compact = '{"v":1,"seq":0,"type":"log","message":"m"}'
+    assert parse_line(compact, expected_seq=0).type == "log" and calls == []
+    assert parse_line(compact.replace("m", "\u00e9"), expected_seq=0).type == "log" and len(calls) == 1
+    assert parse_line(line(seq=0, type="log", message="m"), expected_seq=0).type == "log" and len(calls) == 2
+
+
+@pytest.mark.parametrize(
+    ("head", "claim"),
+    [(b'{"v": 1, "seq" : -12, "type": "result"', " (claiming seq -12)"), (b'{"v":1,"type":"result"', ""),
+     (b'{"v":1,"seq":"3"', "")],
+)  # fmt: skip
+def test_an_oversize_line_is_one_protocol_error_naming_its_size_cap_and_claimed_seq(head: bytes, claim: str) -> None:
+    from orchestrator.protocol import oversize_event
+
+    ev = oversize_event(7, 3_000_000, head, 2_000_000)
+    assert (ev.seq, ev.type) == (7, "error")
+    assert ev.data == {
+        "message": f"agent line 7{claim} is 3,000,000 bytes, over orch's cap of 2,000,000 bytes per line; it was not "
+        "ingested (a tool's large output belongs in the host's run directory, not in an event)",
+        "kind": "protocol",
+        "line_bytes": 3_000_000,
+    }
