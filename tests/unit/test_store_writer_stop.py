@@ -99,3 +99,36 @@ def test_a_writer_whose_store_call_is_cancelled_fails_the_batch_and_drain_return
         await asyncio.wait_for(w.close(), WAIT)
 
     asyncio.run(main())
+
+
+def test_a_batch_larger_than_the_queue_waits_only_for_the_queue_to_empty() -> None:
+    async def main() -> None:
+        rec = Recorder(gated=True)
+        w = IngestWriter(rec, batch_max=10, queue_max=3)
+        first = asyncio.ensure_future(w.write("r", "a", _evs(0, 2)))
+        await asyncio.wait_for(rec.entered.wait(), WAIT)  # a is in the store; the queue is empty
+        small = asyncio.ensure_future(w.write("r", "b", _evs(0, 1)))
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert w.queued == 1
+        big = asyncio.ensure_future(w.write("r", "c", _evs(0, 5)))  # 1 + 5 > 3: waits, though one event is queued
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert w.queued == 1 and not big.done()
+        rec.gate.set()
+        assert await asyncio.wait_for(asyncio.gather(first, small, big), WAIT) == [2, 1, 5]
+        await asyncio.wait_for(w.close(), WAIT)
+        assert rec.calls == [[("a", [0, 1])], [("b", [0])], [("c", [0, 1, 2, 3, 4])]]
+
+    asyncio.run(main())
+
+
+def test_a_batch_larger_than_an_empty_queue_is_written_without_waiting_forever() -> None:
+    async def main() -> None:
+        rec = Recorder()
+        w = IngestWriter(rec, batch_max=4, queue_max=3)
+        assert await asyncio.wait_for(w.write("r", "a", _evs(0, 7)), WAIT) == 7
+        await asyncio.wait_for(w.close(), WAIT)
+        assert rec.calls == [[("a", list(range(7)))]] and w.stats.max_queued == 7
+
+    asyncio.run(main())
