@@ -132,3 +132,31 @@ def test_a_batch_larger_than_an_empty_queue_is_written_without_waiting_forever()
         assert rec.calls == [[("a", list(range(7)))]] and w.stats.max_queued == 7
 
     asyncio.run(main())
+
+
+def test_a_store_answering_fewer_counts_than_batches_leaves_nobody_waiting() -> None:
+    class Short(Recorder):
+        async def __call__(self, batches: list[Batch]) -> list[int]:
+            return (await super().__call__(batches))[:-1] if len(batches) > 1 else await super().__call__(batches)
+
+    async def main() -> None:
+        rec = Short(gated=True)
+        w = IngestWriter(rec)
+        lead = asyncio.ensure_future(w.write("r", "lead", _evs(0, 1)))
+        await asyncio.wait_for(rec.entered.wait(), WAIT)
+        pair = asyncio.gather(w.write("r", "a", _evs(0, 2)), w.write("r", "b", _evs(0, 1)), return_exceptions=True)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        rec.gate.set()
+        assert await asyncio.wait_for(lead, WAIT) == 1
+        a, b = await asyncio.wait_for(pair, WAIT)  # a count for a, none for b: b fails instead of waiting forever
+        assert a == 2 and type(b) is RuntimeError and str(b) == STOPPED
+        with pytest.raises(ValueError, match="zip"):  # close hands on the writer's failure
+            await asyncio.wait_for(w.close(), WAIT)
+
+    asyncio.run(main())
+
+
+def test_a_fresh_writer_has_nothing_queued() -> None:
+    w = IngestWriter(Recorder())
+    assert w.queued == 0 and w.stats.max_queued == 0
