@@ -34,7 +34,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py) ;;
-    orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py) ;;
+    orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py tests/unit/test_line_checks.py) ;;
     orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_line_splitter_edges.py) ;;
     orchestrator/trust.py) tests=(tests/unit/test_trust_record.py tests/integration/test_trust_offer.py) ;;
     orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py tests/unit/test_nccl_tests_edges.py tests/unit/test_parser_numbers.py) ;;
@@ -55,7 +55,11 @@ if [ ${#tests[@]} -eq 0 ]; then
     *) echo "mutation: name the tests for $mod: scripts/mutation.sh $mod tests/..." >&2; exit 2 ;;
   esac
 fi
-command -v "$root/.venv/bin/mutmut" >/dev/null || { echo "mutation: $root/.venv/bin/mutmut missing: .venv/bin/pip install mutmut" >&2; exit 2; }
+if ! command -v "$root/.venv/bin/mutmut" >/dev/null; then  # a fresh clone: scripts/setup.sh does not install it
+  echo "mutation: installing mutmut into .venv (pip install 'mutmut>=3.3,<4')..." >&2
+  "$root/.venv/bin/python" -m pip install -q --disable-pip-version-check 'mutmut>=3.3,<4' \
+    || { echo "mutation: could not install mutmut into $root/.venv" >&2; exit 2; }
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/orch-mutation.XXXXXX")
 [ "${MUTATION_KEEP:-}" = 1 ] || trap 'rm -rf "$work"' EXIT
