@@ -33,7 +33,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/plateau.py) tests=(tests/unit/test_plateau.py) ;;
     orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
-    orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py) ;;
+    orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py tests/unit/test_hostkeys_edges.py) ;;
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py tests/unit/test_line_checks.py) ;;
     orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_line_splitter_edges.py) ;;
     orchestrator/trust.py) tests=(tests/unit/test_trust_record.py tests/integration/test_trust_offer.py) ;;
