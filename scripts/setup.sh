@@ -66,5 +66,5 @@ PYTHONWARNINGS=ignore .venv/bin/python -m pip install --disable-pip-version-chec
 # local host and the test bed's hosts.
 step "checking the installation (import orchestrator, torch, asyncssh, transformers)..."
 .venv/bin/python -c 'import orchestrator, torch, asyncssh, transformers' >/dev/null
-sha256sum pyproject.toml > "$stamp"
+[ ! -f pyproject.toml ] || sha256sum pyproject.toml > "$stamp"  # a copy without it (the tests) keeps no stamp
 step "done: .venv is ready"
