@@ -113,7 +113,7 @@ def test_six_first_upgrades_at_once_all_succeed(db_url: str, tmp_path: Path) -> 
 def test_six_first_runs_at_once_all_succeed(tmp_path: Path) -> None:
     db_url = f"sqlite:///{tmp_path / 'orch.db'}"
     done = _at_once(db_url, tmp_path, ["run", "noop", "--hosts", "local", "--json"])
-    assert [d.returncode for d in done] == [0] * 6, [d.stderr[-800:] for d in done if d.returncode]
+    assert [d.returncode for d in done] == [0] * 6, [(d.stderr[-800:], d.stdout[-1500:]) for d in done if d.returncode]
     store = Store.from_url(db_url)
     try:
         runs = store.list_runs().items
