@@ -12,17 +12,12 @@ from orchestrator.protocol import Event
 from orchestrator.runner import StoreWriter
 from orchestrator.store.repo import Store
 from orchestrator.store_writer import Batch, IngestWriter
-from tests.integration.conftest import hello, result_event
+from tests.integration.conftest import hello, result_event, started_run
 
 HOSTS = [f"n{i:03d}" for i in range(40)]
 
 
-def _run(store: Store, hosts: list[str]) -> str:
-    run_id = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=hosts,
-                              started_by="me@box", started_on="box")  # fmt: skip
-    for h in hosts:
-        store.start_host_run(run_id, h, facts={}, agent_version="v1", build_sha=None)
-    return run_id
+_run = started_run
 
 
 def _lines(start: int, n: int) -> list[Event]:
