@@ -31,7 +31,16 @@ if [ ${#tests[@]} -eq 0 ]; then
   case "$mod" in
     orchestrator/analysis/compare.py) tests=(tests/unit/test_compare.py) ;;
     orchestrator/analysis/plateau.py) tests=(tests/unit/test_plateau.py) ;;
-    orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py) ;;
+    orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py tests/unit/test_roofline_edges.py) ;;
+    orchestrator/analysis/stats.py) tests=(tests/unit/test_stats.py) ;;
+    orchestrator/analysis/projection.py) tests=(tests/unit/test_projection.py) ;;
+    orchestrator/analysis/changes.py) tests=(tests/unit/test_changes.py) ;;
+    orchestrator/analysis/gpus.py) tests=(tests/unit/test_gpus.py) ;;
+    orchestrator/analysis/telemetry.py) tests=(tests/unit/test_telemetry.py) ;;
+    orchestrator/analysis/views.py) tests=(tests/unit/test_views.py) ;;
+    orchestrator/analysis/roof.py) tests=(tests/unit/test_roofline.py tests/unit/test_roofline_edges.py) ;;
+    orchestrator/analysis/casestats.py) tests=(tests/unit/test_views.py tests/unit/test_compare.py) ;;
+    orchestrator/analysis/enrich.py) tests=(tests/unit/test_roofline.py tests/unit/test_decode_bench.py tests/unit/test_agent_multigpu.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py tests/unit/test_hostkeys_edges.py) ;;
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py tests/unit/test_line_checks.py) ;;
