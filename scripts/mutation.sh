@@ -39,7 +39,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/telemetry.py) tests=(tests/unit/test_telemetry.py) ;;
     orchestrator/analysis/views.py) tests=(tests/unit/test_views.py) ;;
     orchestrator/analysis/roof.py) tests=(tests/unit/test_roofline.py tests/unit/test_roofline_edges.py) ;;
-    orchestrator/analysis/casestats.py) tests=(tests/unit/test_views.py tests/unit/test_compare.py) ;;
+    orchestrator/analysis/casestats.py) tests=(tests/unit/test_casestats.py) ;;
     orchestrator/analysis/enrich.py) tests=(tests/unit/test_roofline.py tests/unit/test_decode_bench.py tests/unit/test_agent_multigpu.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py tests/unit/test_hostkeys_edges.py) ;;
