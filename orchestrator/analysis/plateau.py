@@ -111,7 +111,9 @@ def sweep_plateau(points: Iterable[SweepPoint], tol: float = DEFAULT_TOL) -> Pla
         )
         return Plateau(None, None, None, tol, f"{NO_PLATEAU} ({why})")
     level = pts[anchor].time_ms
-    compute = next((p.m for p in pts[anchor + 1 :] if p.time_ms > (1 + tol) * level), None)
+    # the band's test as the anchor's (t - level against tol·level): (1 + tol)·level rounds differently, and a point
+    # that made the pair flat could be called the compute-bound start too
+    compute = next((p.m for p in pts[anchor + 1 :] if p.time_ms - level > tol * level), None)
     start = anchor
     while start > 0 and pts[start - 1].covered(tol) and abs(pts[start - 1].time_ms - level) <= tol * level:
         start -= 1

@@ -111,3 +111,159 @@ def test_rejects(points: list[SweepPoint], tol: float, match: str) -> None:
         sweep_plateau(points, tol)
     with pytest.raises(ValueError, match="need 0 < k <= E"):
         expected_touched(1, 4, 8)
+
+
+# --- the edges each figure turns on (issue 19: mutation testing; values worked out by hand in the comments) ---
+
+
+def test_to_dict_is_the_stored_and_served_shape() -> None:
+    """``Plateau.to_dict`` is what the runner stores in the host run's info and ``orch runs show --json`` prints."""
+    p = sweep_plateau([SweepPoint(1, 5.0), SweepPoint(2, 5.1), SweepPoint(4, 9.0)])
+    assert p.to_dict() == {
+        "plateau_from_m": 1,
+        "compute_bound_from_m": 4,  # 9.0 > 1.1 * 5.0 = 5.5
+        "level_ms": 5.0,
+        "metric": "time_ms",
+        "tol": 0.1,
+        "reason": None,
+    }
+    none = sweep_plateau([SweepPoint(1, 1.0), SweepPoint(2, 2.0)], tol=0.25)
+    assert none.to_dict() == {
+        "plateau_from_m": None,
+        "compute_bound_from_m": None,
+        "level_ms": None,
+        "metric": "time_ms",
+        "tol": 0.25,
+        "reason": f"{NO_PLATEAU} (the time per call never stays flat between two points)",
+    }
+
+
+def test_every_result_carries_the_tol_it_was_judged_with() -> None:
+    assert sweep_plateau([], tol=0.2).tol == 0.2
+    assert sweep_plateau([SweepPoint(1, 1.0), SweepPoint(2, 2.0)], tol=0.2).tol == 0.2  # no plateau
+    assert sweep_plateau([SweepPoint(1, 1.0), SweepPoint(2, 1.1)], tol=0.2).tol == 0.2  # a plateau
+
+
+def test_tol_bounds_zero_accepted_one_refused() -> None:
+    # tol = 0: only equal times are flat; 4.0 at M=4 is the level, 4.0 at M=8 stays on it, 4.5 leaves it
+    flat = [SweepPoint(1, 1.0), SweepPoint(2, 2.0), SweepPoint(4, 4.0), SweepPoint(8, 4.0), SweepPoint(16, 4.5)]
+    p = sweep_plateau(flat, tol=0.0)
+    assert (p.plateau_from_m, p.compute_bound_from_m, p.level_ms, p.tol) == (4, 16, 4.0, 0.0)
+    for tol in (1.0, 1.5):
+        with pytest.raises(ValueError, match=rf"tol must be in \[0, 1\), got {tol}"):
+            sweep_plateau(flat, tol=tol)
+
+
+def test_the_last_two_points_can_be_the_plateau() -> None:
+    # the ramp doubles to M=4, then 4.0 -> 4.1 ms (within 10% of 4.0): the level is the second-to-last point
+    p = sweep_plateau([SweepPoint(1, 1.0), SweepPoint(2, 2.0), SweepPoint(4, 4.0), SweepPoint(8, 4.1)])
+    assert (p.plateau_from_m, p.compute_bound_from_m, p.level_ms) == (4, None, 4.0)
+
+
+def test_the_band_edge_is_inside_the_band() -> None:
+    # tol = 0.5, level 2.0 ms: the band is [1.0, 3.0] ms, both ends exact in binary floating point
+    p = sweep_plateau([SweepPoint(1, 2.0), SweepPoint(2, 3.0)], tol=0.5)
+    assert (p.plateau_from_m, p.compute_bound_from_m, p.level_ms) == (1, None, 2.0)  # |3 - 2| = 1 <= 0.5 * 2
+    above = [SweepPoint(1, 2.0), SweepPoint(2, 3.0), SweepPoint(4, 3.5)]
+    assert sweep_plateau(above, tol=0.5).compute_bound_from_m == 4  # 3.5 - 2.0 > 1.0
+    # walking back from the level point (M=2: the first with every expert touched): M=1 at 1.0 ms, 9.5 of 10
+    # experts (covered: 9.5 >= 0.5 * 10), |1.0 - 2.0| = 1.0 <= 0.5 * 2.0: on the plateau
+    edge = [SweepPoint(1, 1.0, 9.5, 10), SweepPoint(2, 2.0, 10, 10), SweepPoint(4, 2.0, 10, 10)]
+    assert sweep_plateau(edge, tol=0.5).plateau_from_m == 1
+
+
+def test_a_point_at_the_band_edge_by_rounding_is_not_where_compute_starts() -> None:
+    """One band for both figures: a next point that made the pair flat is never also the compute-bound start.
+
+    a = 205.94792838825992, b = 247.13751406591192, tol = 0.2: b - a = 41.18958567765199 = 0.2·a in floating
+    point (flat), while (1 + 0.2)·a rounds to 247.1375140659119 < b — judged with that product, b was "above the
+    band" and the sweep read "plateau from M=1, compute-bound from M=2" on two points."""
+    a, b = 205.94792838825992, 247.13751406591192
+    p = sweep_plateau([SweepPoint(1, a), SweepPoint(2, b)], tol=0.2)
+    assert (p.plateau_from_m, p.compute_bound_from_m, p.level_ms) == (1, None, a)
+
+
+def test_walking_back_takes_covered_points_within_the_band_only() -> None:
+    # M=1: 9.5 of 10 experts (covered at tol 0.1: 9.5 >= 9.0; not all touched: 10 - 9.5 = 0.5, not < 0.5), so
+    # the level point is M=2 (10.2 ms; M=4 at 10.3 within 1.02 of it); M=1's 10.0 ms is within 1.02: on the plateau
+    p = sweep_plateau([SweepPoint(1, 10.0, 9.5, 10), SweepPoint(2, 10.2, 10, 10), SweepPoint(4, 10.3, 10, 10)])
+    assert (p.plateau_from_m, p.level_ms) == (1, 10.2)
+    # M=1 flat (10.0 ms, within 1.01 of the level 10.1) but only 5 of 10 experts touched: not the plateau
+    p = sweep_plateau([SweepPoint(1, 10.0, 5, 10), SweepPoint(2, 10.1, 10, 10), SweepPoint(4, 10.2, 10, 10)])
+    assert (p.plateau_from_m, p.level_ms) == (2, 10.1)
+    # M=1 covered (9.5 of 10) but at 5.0 ms, far under the level 10.0: the plateau starts at the level point
+    p = sweep_plateau([SweepPoint(1, 5.0, 9.5, 10), SweepPoint(2, 10.0, 10, 10), SweepPoint(4, 10.1, 10, 10)])
+    assert (p.plateau_from_m, p.level_ms) == (2, 10.0)
+    # the level point is the first point, the last one in its band: the walk stops at the first point
+    p = sweep_plateau([SweepPoint(1, 5.0), SweepPoint(2, 5.1)])
+    assert (p.plateau_from_m, p.compute_bound_from_m, p.level_ms) == (1, None, 5.0)
+
+
+def test_covered_and_all_touched() -> None:
+    """covered(tol): touched >= (1 - tol)·experts; all_touched: experts - touched < 0.5; True without counts."""
+    for counts in ((None, 10), (3.0, None), (None, None)):
+        point = SweepPoint(1, 1.0, *counts)
+        assert point.covered(0.1) and point.all_touched()
+    assert not SweepPoint(1, 1.0, 5.0, 10).covered(0.1)  # 5 < 0.9 * 10
+    assert SweepPoint(1, 1.0, 5.0, 10).covered(0.5)  # 5 >= 0.5 * 10 = 5.0 exactly
+    assert not SweepPoint(1, 1.0, 4.5, 10).covered(0.5)
+    assert not SweepPoint(1, 1.0, 9.5, 10).all_touched()  # 10 - 9.5 = 0.5 is not < 0.5
+    assert SweepPoint(1, 1.0, 9.6, 10).all_touched()
+    assert not SweepPoint(1, 1.0, 9.0, 10).all_touched()
+
+
+def test_expected_touched_edges() -> None:
+    assert expected_touched(3, 1, 1) == 1.0  # E = k = 1: 1·(1 - 0^3)
+    assert expected_touched(2, 4, 1) == 1.75  # 4·(1 - (3/4)^2) = 4·0.4375
+    for experts, top_k in ((4, 0), (0, 0), (-1, 1), (4, 5)):
+        with pytest.raises(ValueError, match=rf"need 0 < k <= E, got E={experts}, k={top_k}"):
+            expected_touched(2, experts, top_k)
+
+
+def test_moe_points_reads_median_first_then_value() -> None:
+    pts = moe_points(
+        [
+            ({"M": 1}, {"time_ms": {"median": 2.0, "value": 3.0}}),
+            ({"M": 2}, {"time_ms": {"value": 3.0}}),
+            ({"M": 4}, {"time_ms": {"median": 5}}),
+        ]
+    )
+    assert [(p.m, p.time_ms, p.touched, p.experts) for p in pts] == [
+        (1, 2.0, None, None),
+        (2, 3.0, None, None),
+        (4, 5.0, None, None),
+    ]
+    assert isinstance(pts[2].time_ms, float)
+
+
+def test_moe_points_skips_pairs_without_an_integer_m_or_a_numeric_time() -> None:
+    rows = [
+        ({"M": 1}, {"time_ms": {"value": None}}),
+        ({"M": 2}, {"time_ms": {"value": True}}),
+        ({"M": 3}, {"time_ms": {"value": "1.5"}}),
+        ({"M": 4}, {"time_ms": 1.5}),
+        ({"M": 5}, {}),
+        ({"M": True}, {"time_ms": {"value": 1.0}}),
+        ({"M": "8"}, {"time_ms": {"value": 1.0}}),
+        ({"M": 8.0}, {"time_ms": {"value": 1.0}}),
+        ({}, {"time_ms": {"value": 1.0}}),
+        ({"M": 16}, {"time_ms": {"value": 1.25}}),  # after the skipped ones: kept
+    ]
+    assert moe_points(rows) == [SweepPoint(16, 1.25)]
+
+
+def test_moe_points_expert_counts() -> None:
+    def point(case: dict[str, object], metrics: dict[str, object] | None = None) -> SweepPoint:
+        (p,) = moe_points([({"M": 2, **case}, {"time_ms": {"value": 1.0}, **(metrics or {})})])
+        return p
+
+    # no `shared`: none; D(2) for E=4, k=1 is 4·(1 - (3/4)^2) = 1.75
+    assert point({"E": 4, "k": 1}) == SweepPoint(2, 1.0, 1.75, 4)
+    assert point({"E": 4, "k": 1, "shared": 2}) == SweepPoint(2, 1.0, 3.75, 6)
+    # k = E = 8: every expert by the first token; D(2) = 8·(1 - 0^2) = 8
+    assert point({"E": 8, "k": 8}) == SweepPoint(2, 1.0, 8.0, 8)
+    # the measured routing wins over D(M)
+    assert point({"E": 4, "k": 1, "shared": 1}, {"distinct_experts": {"value": 3}}) == SweepPoint(2, 1.0, 3.0, 5)
+    # no usable counts: the point counts as touched (both None)
+    for case in ({}, {"E": 4}, {"k": 1}, {"E": 4, "k": 0}, {"E": 4, "k": 5}, {"E": 4, "k": 1, "shared": "1"}):
+        assert point(case) == SweepPoint(2, 1.0, None, None), case
