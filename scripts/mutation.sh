@@ -32,7 +32,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/compare.py) tests=(tests/unit/test_compare.py) ;;
     orchestrator/analysis/plateau.py) tests=(tests/unit/test_plateau.py) ;;
     orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py tests/unit/test_roofline_edges.py) ;;
-    orchestrator/analysis/stats.py) tests=(tests/unit/test_stats.py) ;;
+    orchestrator/analysis/stats.py) tests=(tests/unit/test_stats.py tests/unit/test_stats_mutants.py) ;;
     orchestrator/analysis/projection.py) tests=(tests/unit/test_projection.py) ;;
     orchestrator/analysis/changes.py) tests=(tests/unit/test_changes.py) ;;
     orchestrator/analysis/gpus.py) tests=(tests/unit/test_gpus.py) ;;
