@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from agents.orch_agent import telemetry as agent_tel
-from orchestrator.analysis.telemetry import judge, mark
+from orchestrator.analysis.telemetry import Verdict, judge, mark
 from orchestrator.protocol import Event
 
 SMI = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia-smi"
@@ -102,3 +102,113 @@ def test_recorded_h200_idle_stream_is_not_throttled() -> None:
     assert s["samples"] == 20 and s["reasons"] == {"gpu_idle": 20}
     assert s["fields"]["clocks.sm"]["max"] == 345.0 and s["low_clock_samples"] == 0
     assert judge(s).throttled is False
+
+
+# --- judge and mark on constructed summaries: each rule of the verdict at its edge (issue 19, mutation testing) ---
+
+
+def test_judge_of_no_summary_is_all_unknown() -> None:
+    for tel in (None, [], "x", 3):
+        assert judge(tel) == Verdict(None, None, None, 0)
+
+
+def test_shared_gpu_is_unknown_only_without_samples_and_without_a_process_list() -> None:
+    # no GPU sample and no process list: nothing seen, unknown
+    assert judge({}) == Verdict(None, None, None, 0)
+    assert judge({"samples": 0, "other_processes": None}).shared_gpu is None
+    # a process list, even empty, was looked at: shared or not is known although no sample was taken
+    assert judge({"other_processes": []}) == Verdict(None, False, None, 0)
+    # samples were taken: the GPU was watched, no process list means no other process
+    assert judge({"samples": 4}) == Verdict(False, False, None, 4)
+
+
+def test_judge_names_reasons_in_table_order_with_counts_over_all_samples() -> None:
+    tel = {
+        "samples": 10,
+        "reasons": {"sync_boost": 1, "hw_power_brake_slowdown": 2, "hw_thermal_slowdown": 3, "hw_slowdown": 4,
+                    "gpu_idle": 9, "sw_power_cap": 0, "sw_thermal_slowdown": "5"},
+    }  # fmt: skip
+    v = judge(tel)
+    assert v == Verdict(
+        True,
+        False,
+        "HW slowdown in 4/10 samples; thermal (HW) in 3/10 samples; power brake in 2/10 samples; "
+        "sync boost in 1/10 samples",
+        10,
+    )
+    # a count of 0, a count that is not an integer, and a reasons value that is not an object: no reason
+    assert judge({"samples": 10, "reasons": {"sw_power_cap": 0, "sw_thermal_slowdown": "5"}}).reason is None
+    assert judge({"samples": 10, "reasons": ["sw_power_cap"]}) == Verdict(False, False, None, 10)
+    # one sample, power capped: 1/1
+    assert judge({"samples": 1, "reasons": {"sw_power_cap": 1}}).reason == "power cap in 1/1 samples"
+
+
+def test_low_clock_samples_with_the_agents_ratio_or_90_percent() -> None:
+    assert judge({"samples": 10, "low_clock_samples": 2}) == Verdict(
+        True, False, "SM clock under 90% of max in 2/10 busy samples", 10
+    )
+    assert (
+        judge({"samples": 10, "low_clock_samples": 1, "low_clock_ratio": 0.85}).reason
+        == "SM clock under 85% of max in 1/10 busy samples"
+    )
+    assert judge({"samples": 10, "low_clock_samples": 0}) == Verdict(False, False, None, 10)
+    assert judge({"samples": 10, "low_clock_samples": "2"}) == Verdict(False, False, None, 10)
+
+
+def test_a_reason_without_samples_is_not_a_verdict() -> None:
+    # counts but no sample total (a broken summary): throttled stays unknown
+    v = judge({"reasons": {"sw_power_cap": 3}, "low_clock_samples": 1})
+    assert (v.throttled, v.shared_gpu, v.samples) == (None, None, 0)
+    assert judge({"samples": "6", "reasons": {"sw_power_cap": 3}}).throttled is None
+
+
+def test_shared_gpu_names_at_most_three_processes_and_skips_malformed_entries() -> None:
+    others = [{"pid": 1, "name": "a"}, "junk", {"pid": 2, "name": "b"}, {"pid": 3}, {"pid": 4, "name": "d"}]
+    v = judge({"samples": 5, "other_processes": others, "reasons": {"hw_slowdown": 1}})
+    assert v == Verdict(True, True, "HW slowdown in 1/5 samples; shared GPU with pid 1 (a), pid 2 (b), pid 3 (None)", 5)
+    # only entries that are not objects: nothing shared
+    assert judge({"samples": 5, "other_processes": ["junk", 7]}) == Verdict(False, False, None, 5)
+
+
+def test_verdict_to_info_keys() -> None:
+    assert Verdict(True, False, "power cap in 1/1 samples", 1).to_info() == {
+        "throttled": True,
+        "shared_gpu": False,
+        "throttle_reason": "power cap in 1/1 samples",
+    }
+
+
+def test_mark_keeps_the_event_and_its_info_and_adds_the_verdict() -> None:
+    tel = {"samples": 2, "reasons": {"sw_power_cap": 1}}
+    ev = Event(seq=7, type="result", ts=12.5, v=1, data={"case": {"M": 1}, "metrics": {"x": 1},
+                                                          "info": {"engine": "e", "telemetry": tel}})  # fmt: skip
+    out = mark(ev)
+    assert (out.seq, out.type, out.ts, out.v) == (7, "result", 12.5, 1)
+    assert out.data == {
+        "case": {"M": 1},
+        "metrics": {"x": 1},
+        "info": {"engine": "e", "telemetry": tel, "throttled": True, "shared_gpu": False,
+                 "throttle_reason": "power cap in 1/2 samples"},
+    }  # fmt: skip
+    assert ev.data["info"] == {"engine": "e", "telemetry": tel}  # the input event is not changed
+    err = mark(Event(seq=8, type="error", ts=13.0, data={"message": "boom", "telemetry": tel}))
+    assert (err.seq, err.type, err.ts) == (8, "error", 13.0)
+    assert err.data == {
+        "message": "boom",
+        "telemetry": tel,
+        "info": {"throttled": True, "shared_gpu": False, "throttle_reason": "power cap in 1/2 samples",
+                 "telemetry": tel},
+    }  # fmt: skip
+
+
+def test_mark_passes_events_without_a_telemetry_object() -> None:
+    for ev in (
+        Event(seq=1, type="result", data={"info": {"telemetry": "x"}}),
+        Event(seq=1, type="result", data={"info": {}}),
+        Event(seq=1, type="result", data={"info": ["telemetry"]}),
+        Event(seq=1, type="result", data={}),
+        Event(seq=1, type="error", data={"telemetry": None}),
+        Event(seq=1, type="error", data={"info": {"telemetry": {"samples": 1}}}),  # an error's telemetry is top-level
+        Event(seq=1, type="done", data={"telemetry": {"samples": 1}}),
+    ):
+        assert mark(ev) is ev
