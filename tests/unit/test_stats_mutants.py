@@ -28,6 +28,17 @@ def test_p_value_at_eight_against_eight_is_scipys_exact_one() -> None:
     )
 
 
+def test_p_value_of_each_case_is_scipys_for_that_case_alone_at_eight_against_eight() -> None:
+    """Two 8 vs 8 cases in one group: ties in one must not turn the other's exact test asymptotic (SciPy's 'auto'
+    judges ties over the whole array it is given)."""
+    untied = ([1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5, 2.6, 2.7])
+    tied = ([1.0] * 4 + [1.5] * 4, [1.5] * 4 + [2.0] * 4)
+    out = stats.compare_many([(*untied, 0.0, "within-run"), (*tied, 0.0, "within-run")])
+    assert out[0].p_value == pytest.approx(2 / 12870, rel=1e-12)  # exact, as for the case alone
+    for (base, head), st in zip((untied, tied), out, strict=True):
+        assert st.p_value == pytest.approx(sps.mannwhitneyu(head, base, alternative="two-sided").pvalue, rel=1e-12)
+
+
 def test_p_value_at_nine_against_nine_is_scipys_asymptotic_one() -> None:
     rng = np.random.default_rng(21)
     base, head = list(rng.normal(1.0, 0.05, 9)), list(rng.normal(1.04, 0.05, 9))
