@@ -146,12 +146,18 @@ def exit_text(exit_status: int | None, signal: str | None = None) -> str:
 
 class RemoteCommandError(HostError):
     """``exit_status`` None: the command was killed by ``signal`` (its name as sshd sends it: ``KILL``), or, with
-    no signal either, ended without any status (the session was cut; transports raise ConnectError for that)."""
+    no signal either, ended without any status (the session was cut; transports raise ConnectError for that).
+    A negative ``exit_status`` is taken as "killed by a signal" and stored as None with the signal's name: a local
+    child's returncode ``-9`` is ``KILL``; asyncssh's ``-1``, which it reports for any signal, comes with the
+    name sshd sent. Callers tell a killed command (None) from one that exited (an int >= 0) by that alone."""
 
     def __init__(
         self, host: str, argv: list[str], exit_status: int | None, stderr: str, hint: str = "",
         signal: str | None = None,
     ) -> None:  # fmt: skip
+        if exit_status is not None and exit_status < 0:
+            signal = signal or exit_text(exit_status).removeprefix("killed by signal ")
+            exit_status = None
         tail = stderr.strip().splitlines()[-5:]
         shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
         ended = exit_text(exit_status, signal)

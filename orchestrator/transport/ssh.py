@@ -526,7 +526,7 @@ class SshTransport:
             raise ConnectError(self.host, "closed", f"connection lost while running {argv[0]}: {exc}") from None
         out = res.stdout if isinstance(res.stdout, str) else (res.stdout or b"").decode("utf-8", "replace")
         err = res.stderr if isinstance(res.stderr, str) else (res.stderr or b"").decode("utf-8", "replace")
-        if res.exit_status is None:
+        if res.exit_status is None or res.exit_signal:  # asyncssh: -1 with the signal sshd named
             _no_status(self.host, argv, res.exit_signal, err)
         result = CommandResult(tuple(argv), res.exit_status, out, err, time.monotonic() - t0)
         if check and result.exit_status != 0:
@@ -566,8 +566,8 @@ class SshTransport:
             except (asyncio.TimeoutError, TimeoutError, asyncssh.Error, OSError):
                 pass
             status = proc.exit_status
-            if status is None:
-                _no_status(self.host, argv, proc.exit_signal, "")
+            if status is None or proc.exit_signal:  # asyncssh: -1 with the signal sshd named
+                _no_status(self.host, argv, proc.exit_signal, await _read_all(proc.stderr) if proc.exit_signal else "")
             if status != 0:
                 err = await _read_all(proc.stderr)
                 raise RemoteCommandError(self.host, list(argv), status, err)

@@ -1,0 +1,112 @@
+"""The host's reading end of a run killed while the worker runs on (issue 10, "nothing lost"): the process that
+streams the spool to orch (``agent start --follow``, later ``agent follow``) is SIGKILLed on the host — an OOM
+kill, an admin's ``pkill python``, a watchdog. The worker is detached (its own session) and keeps writing its
+spool, so nothing is lost: orch must follow it again from the last stored line, and the run end ``completed``
+with every case once. Before, the host failed ("... was killed by signal KILL") and only ``--resume`` collected
+the rest. Over real sshd, and on a ``connection: local`` host."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch, local_orch
+from tests.plugins.timing import scaled, wait_for
+
+CASES = ("--set", "M=" + ",".join(str(m) for m in range(1, 41)), "--repeat", "10")
+
+
+def _parent(pid: int) -> bytes:
+    """The command line of ``pid``'s parent (/proc/PID/stat after the command name: state ppid ...)."""
+    ppid = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]
+    return Path(f"/proc/{ppid}/cmdline").read_bytes()
+
+
+def _followers(run_id: str) -> list[int]:
+    """Pids of the agent processes that stream run ``run_id``'s spool to orch (``start … --follow``, or ``follow
+    RUN_ID`` after a reconnect): their parent is sshd's session process (or orch itself, on a local host). The
+    worker, forked from start with start's command line, is start's child (init's once start is gone); what the
+    worker forks is the worker's."""
+    out = subprocess.run(["pgrep", "-af", run_id], capture_output=True, text=True).stdout
+    pids = []
+    for line in out.splitlines():
+        pid, _, cmd = line.partition(" ")
+        if "/.orch/agent/" not in cmd or not {"follow", "--follow"} & set(cmd.split()):
+            continue
+        try:
+            parent = _parent(int(pid))
+        except (OSError, IndexError):
+            continue  # gone
+        if parent.startswith(b"sshd") or b"orchestrator" in parent:
+            pids.append(int(pid))
+    return pids
+
+
+def _newest_run(store: Store) -> str | None:
+    try:
+        runs = store.list_runs(limit=1).items
+    except Exception:  # noqa: BLE001 - the run has not created the schema yet
+        return None
+    return runs[0].id if runs and runs[0].results >= 1 else None
+
+
+def _kill_follower_mid_run(orch: Orch, host: str, kills: int) -> tuple[dict[str, Any], Store]:
+    proc = orch.popen("run", "moe-sweep", "--hosts", host, "--preset", "tiny", *CASES, "--json",
+                      "--timeout", str(scaled(30)))  # fmt: skip
+    store = Store.from_url(orch.db_url)
+    try:
+        run_id = wait_for(lambda: _newest_run(store) or (proc.poll() is not None and "ended"), timeout_s=180,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None, "the run ended before its follower could be killed: " + proc.communicate()[1]
+        for n in range(kills):
+            pids = wait_for(lambda: _followers(run_id) or proc.poll() is not None, timeout_s=120,
+                            what=f"a follower of run {run_id} (kill {n + 1})")  # fmt: skip
+            assert proc.poll() is None, f"the run ended before kill {n + 1}: {proc.communicate()[1][-3000:]}"
+            killed = set(pids)
+            for pid in killed:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            wait_for(lambda k=killed: not k & set(_followers(run_id)), timeout_s=60, what="the follower to die")
+        out, err = proc.communicate(timeout=scaled(300))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    doc = json.loads(out)
+    assert doc["status"] == "completed", doc
+    return doc, store
+
+
+@pytest.mark.sshd
+@pytest.mark.parametrize("kills", [1, 2])
+def test_a_killed_follower_over_ssh_is_followed_again_and_the_run_completes(
+    two_hosts: tuple[Orch, list[Any]], kills: int
+) -> None:
+    orch, _ = two_hosts
+    doc, store = _kill_follower_mid_run(orch, "gpu-a", kills)
+    try:
+        hr = store.get_run(doc["run_id"]).host_run("gpu-a")
+        assert hr is not None and hr.status == "completed" and hr.info["reconnects"] >= kills
+        assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == list(range(1, 41))
+    finally:
+        store.close()
+
+
+def test_a_killed_follower_on_a_local_host_is_followed_again(tmp_path: Path) -> None:
+    orch = local_orch(tmp_path)
+    doc, store = _kill_follower_mid_run(orch, "localhost", 1)
+    try:
+        hr = store.get_run(doc["run_id"]).host_run("localhost")
+        assert hr is not None and hr.status == "completed" and hr.info["reconnects"] >= 1
+        assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == list(range(1, 41))
+    finally:
+        store.close()
