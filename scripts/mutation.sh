@@ -38,7 +38,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/gpus.py) tests=(tests/unit/test_gpus.py) ;;
     orchestrator/analysis/telemetry.py) tests=(tests/unit/test_telemetry.py) ;;
     orchestrator/analysis/views.py) tests=(tests/unit/test_views.py tests/unit/test_views_mutants.py) ;;
-    orchestrator/analysis/roof.py) tests=(tests/unit/test_roofline.py tests/unit/test_roofline_edges.py) ;;
+    orchestrator/analysis/roof.py) tests=(tests/unit/test_roof.py) ;;
     orchestrator/analysis/casestats.py) tests=(tests/unit/test_casestats.py) ;;
     orchestrator/analysis/enrich.py) tests=(tests/unit/test_roofline.py tests/unit/test_decode_bench.py tests/unit/test_agent_multigpu.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
