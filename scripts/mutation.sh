@@ -56,6 +56,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/store/repo.py)  # the write path (with MUTATION_FUNCS; MUTATION_DB=sqlite for minutes, not hours)
       t=tests/integration/test_store.py
       tests=(tests/integration/test_store_ingest_many.py tests/integration/test_store_storable.py
+             tests/integration/test_store_write_path.py tests/integration/test_store_write_path_pg.py
              "$t::test_ingest_idempotent_and_resumable" "$t::test_ingest_stores_statistics_and_samples_apart"
              "$t::test_ingest_duplicates_within_batch_and_unique_backstop" "$t::test_errors_logs_and_unknown_events"
              "$t::test_sqlite_ingest_stores_the_rows_sqlalchemys_own_insert_would"
