@@ -21,6 +21,7 @@ from typing import Any
 from orchestrator.errors import HostError, OrchError, RemoteCommandError, exit_text
 from orchestrator.inventory import Host
 from orchestrator.protocol import Event
+from orchestrator.store.compute import short_run_id
 from orchestrator.transport.base import Transport
 
 FETCH_TIMEOUT_S = 600.0
@@ -40,12 +41,13 @@ def run_dir_text(host: Host, run_id: str) -> str:
 START_TIMEOUT_S = 120.0
 
 
-def start_argv(agent: list[str], host: Host, run_id: str) -> list[str]:
+def start_argv(agent: list[str], host: Host, run_id: str, *, stopped_limit_s: float) -> list[str]:
     """``agent start --spec - --follow --run-id RUN_ID``: start the run's worker, then follow its spool on the same
     channel. The run id is there for the process table: the worker is forked from ``start`` and keeps its command
     line, so ``ps``/``pgrep RUN_ID`` find a run's processes on the host (the agent refuses one that differs from the
-    spec's)."""
-    return [*agent, "start", "--spec", "-", "--follow", "--run-id", run_id, *run_opts(host)]
+    spec's). ``stopped_limit_s``: the follow ends (exit 7) once the worker has been stopped that long (s)."""
+    return [*agent, "start", "--spec", "-", "--follow", "--stopped-limit-s", f"{stopped_limit_s:g}",
+            "--run-id", run_id, *run_opts(host)]  # fmt: skip
 
 
 def start_input(spec: dict[str, Any], *, wait_s: float = 0.0) -> bytes:
@@ -104,6 +106,21 @@ def spool_changed_error(host: Host, exc: RemoteCommandError, stored: int) -> Hos
         host.name,
         f"{what}; the {stored} lines already stored are kept; nothing after them is trusted",
         "something on the host wrote to the run's events.jsonl (only the agent may append to it): rerun the suite",
+    )
+
+
+def stopped_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostError:
+    """The host's error for ``follow``'s exit 7: the worker is alive but stopped (SIGSTOP, a debugger, a suspended
+    job) and has been for the run's limit; it is left as it is, and what orch stored is kept."""
+    doc = agent_error_doc(exc.stderr)
+    said, pid = doc.get("error"), doc.get("pid")
+    what = said if isinstance(said, str) and said else "the agent worker has been stopped and writes nothing"
+    cont = f"`kill -CONT {pid}` on the host" if isinstance(pid, int) else "SIGCONT to the worker on the host"
+    short = short_run_id(run_id)
+    return HostError(
+        host.name,
+        f"{what}; the lines already stored are kept",
+        f"{cont} lets it go on, then `orch run --resume {short}` collects the rest; or `orch cancel {short}`",
     )
 
 

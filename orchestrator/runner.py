@@ -47,6 +47,7 @@ from orchestrator.agentctl import (
     start_argv,
     start_input,
     start_refused,
+    stopped_worker_error,
     with_full_outputs,
 )
 from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
@@ -112,6 +113,7 @@ RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retri
 AGENT_EXIT_DEAD = 3
 AGENT_EXIT_SPOOL_CHANGED = 6  # agents/orch_agent/cli.py: follow's spool was truncated, replaced or rewritten
 AGENT_EXIT_NO_RUN = 4
+AGENT_EXIT_STOPPED = 7  # agents/orch_agent/cli.py: follow found the worker stopped for --stopped-limit-s
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
 INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
 CANCEL_WAIT_S = 40.0  # how long a Ctrl-C waits for one host's ``agent cancel`` (connect included) before giving up
@@ -153,6 +155,7 @@ class RunRequest:
     replays: str | None = None  # orch runs rerun: the run this one replays (stored in the run's info)
     only_cases: tuple[dict[str, Any], ...] = ()  # rerun only the spec cases that hold one of these (stored) cases
     builds: tuple[tuple[str, str], ...] = ()  # (host, build sha) a replay needs as the host's current build
+    stopped_limit_s: float = 300.0  # a host whose worker has been stopped this long fails (Settings.worker_stopped_s)
 
 
 @dataclass
@@ -474,7 +477,7 @@ class _HostRun:
                 t = await self.connect()
                 argv = [
                     *agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq),
-                    *run_opts(self.host),
+                    "--stopped-limit-s", f"{self.r.req.stopped_limit_s:g}", *run_opts(self.host),
                 ]  # fmt: skip
                 starting = start if start is not None and not self.start_answered else None
                 queue: asyncio.Queue[Event | _StreamEnd] = asyncio.Queue(maxsize=INGEST_QUEUE_MAX)
@@ -507,6 +510,8 @@ class _HostRun:
             except RemoteCommandError as exc:
                 if exc.exit_status == AGENT_EXIT_DEAD:
                     raise dead_worker_error(self.host, self.r.run_id, exc) from None
+                if exc.exit_status == AGENT_EXIT_STOPPED:
+                    raise stopped_worker_error(self.host, self.r.run_id, exc) from None
                 if exc.exit_status == AGENT_EXIT_SPOOL_CHANGED:  # one error naming it, not a cascade of bad lines
                     stored = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
                     raise spool_changed_error(self.host, exc, stored) from None
@@ -958,7 +963,7 @@ class Runner:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
         started_by = f"{getpass.getuser()}@{socket.gethostname()}"
         doc = {**spec, "facts": hr.facts, "started_by": started_by, "telemetry_ms": self.req.telemetry_ms}
-        argv = start_argv(agent, hr.host, self.run_id)
+        argv = start_argv(agent, hr.host, self.run_id, stopped_limit_s=self.req.stopped_limit_s)
         start = _Start(argv, start_input(doc, wait_s=self.req.wait_s), self.req.wait_s)
         hr.started = True  # from here a Ctrl-C or cancel stops whatever the start launches on the host
         await hr.follow(from_seq, start)

@@ -54,12 +54,14 @@ class Settings:
     Environment variables carry the ``ORCH_`` prefix: ``ORCH_DB_URL``, ``ORCH_INVENTORY``, ``ORCH_API_TOKEN``,
     ``ORCH_API_READ_TOKEN``, ``ORCH_CORS_ORIGINS`` (comma list), ``ORCH_CONNECT_TIMEOUT_S`` (s, > 0, default 10),
     ``ORCH_COMMAND_TIMEOUT_S`` (s, > 0, default 60), ``ORCH_MAX_CONCURRENCY`` (hosts, >= 1, default 64),
-    ``ORCH_SUITE_DIR``. Keyword arguments override them; ``env`` (default ``os.environ``) is where they are read.
+    ``ORCH_SUITE_DIR``, ``ORCH_WORKER_STOPPED_S`` (s, > 0, default 300: a host whose agent worker has been stopped
+    this long — SIGSTOP, a debugger, a suspended job — fails with that said, instead of being waited on). Keyword
+    arguments override them; ``env`` (default ``os.environ``) is where they are read.
     """
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "db_url", "inventory", "api_token", "api_read_token", "cors_origins", "connect_timeout_s",
-        "command_timeout_s", "max_concurrency", "suite_dir",
+        "command_timeout_s", "max_concurrency", "suite_dir", "worker_stopped_s",
     )  # fmt: skip; each read from ORCH_<NAME>
 
     db_url: str
@@ -71,6 +73,7 @@ class Settings:
     command_timeout_s: float  # default deadline per remote command, s
     max_concurrency: int  # hosts contacted at once
     suite_dir: Path | None
+    worker_stopped_s: float  # a stopped agent worker is reported after this long, s
 
     def __init__(
         self,
@@ -84,6 +87,7 @@ class Settings:
         command_timeout_s: float = _UNSET,
         max_concurrency: int = _UNSET,
         suite_dir: Path | str | None = _UNSET,
+        worker_stopped_s: float = _UNSET,
         env: dict[str, str] | None = None,
     ) -> None:
         source = os.environ if env is None else env
@@ -103,6 +107,8 @@ class Settings:
                                          float, 0, strict=True)  # fmt: skip
         self.max_concurrency = _number("max_concurrency", get("max_concurrency", max_concurrency, 64),
                                        int, 1, strict=False)  # fmt: skip
+        self.worker_stopped_s = _number("worker_stopped_s", get("worker_stopped_s", worker_stopped_s, 300.0),
+                                        float, 0, strict=True)  # fmt: skip
         sd = get("suite_dir", suite_dir, None)
         self.suite_dir = Path(sd) if sd not in (None, "") else None
 

@@ -1,12 +1,13 @@
 """The agent's command line. Every command prints one JSON document on stdout (``follow`` prints spool lines).
 
-Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a
-different spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see
-``leases.py``); 3 the worker died without writing ``done`` (``follow``, ``start`` of such a run); 4 no such
-run; 5 the run's directory cannot be written (disk full, I/O error; the message names the path); 6 ``follow``:
-the spool was truncated, replaced or rewritten under it (code ``spool_changed``, naming it); 1 anything
-unexpected. Errors are ``{"error": message, "code": short_name}`` — on stdout, except for ``follow``, whose
-stdout is the event stream, where they go to stderr.
+Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a different
+spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see ``leases.py``); 3 the worker
+died without writing ``done`` (``follow``, ``start`` of such a run); 4 no such run; 5 the run's directory cannot be
+written (disk full, I/O error; the message names the path); 6 ``follow``: the spool was truncated, replaced or
+rewritten under it (code ``spool_changed``, naming it); 7 ``follow``: the worker has been stopped (SIGSTOP, a
+debugger, a suspended job) for ``--stopped-limit-s`` (code ``worker_stopped``, with its ``pid`` and ``stopped_s``;
+the worker is left as it is); 1 anything unexpected. Errors are ``{"error": message, "code": short_name}`` — on
+stdout, except for ``follow``, whose stdout is the event stream, where they go to stderr.
 
 Every run command takes ``--orch-home DIR`` (default ``~/.orch``) and ``--host NAME`` (the inventory's name for
 this host, default the hostname): a run's files are in ``<orch home>/runs/<run_id>/<host>/`` (see ``runs.py``).
@@ -46,13 +47,15 @@ import time
 from typing import Any
 
 from . import PROTOCOL_VERSION, fatal
-from .runs import RunDir, group_alive, pid_alive, session_members, start_time, valid_run_id
+from .runs import RunDir, group_alive, pid_alive, session_members, start_time, stopped, valid_run_id
 from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
 
 # Each command imports what only it needs (sysinfo, leases, reaper's ctypes, subprocess, platform, hashlib ...):
 # every start of the agent on a host is on the run's critical path, and a run starts it twice.
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN, EXIT_WRITE, EXIT_SPOOL_CHANGED = 0, 1, 2, 3, 4, 5, 6
+EXIT_STOPPED = 7
+STOPPED_LIMIT_S = 300.0  # follow's default --stopped-limit-s: a worker stopped this long is reported, not waited on
 CANCEL_GRACE_S = 10.0
 
 
@@ -145,7 +148,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     if code != EXIT_OK or not args.follow:
         return code
     args.following = True  # from here on errors are follow's: on stderr, stdout being the event stream
-    return _follow(rd, 0, args.poll_s, no_worker_check=False)
+    return _follow(rd, 0, args.poll_s, no_worker_check=False, stopped_limit_s=args.stopped_limit_s)
 
 
 def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
@@ -340,13 +343,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_follow(args: argparse.Namespace) -> int:
-    return _follow(_existing_run(args.run_id, args), args.from_seq, args.poll_s, no_worker_check=args.no_worker_check)
+    return _follow(_existing_run(args.run_id, args), args.from_seq, args.poll_s, no_worker_check=args.no_worker_check,
+                   stopped_limit_s=args.stopped_limit_s)  # fmt: skip
 
 
-def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool) -> int:
-    """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``."""
+def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, stopped_limit_s: float) -> int:
+    """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``, and
+    ``worker_stopped`` once the worker has been stopped for ``stopped_limit_s`` (s) with no new line: a stopped
+    worker writes nothing and cannot keep its own deadlines, and orch would wait on it without end."""
     out = sys.stdout.buffer
     cursor = SpoolCursor(rd.spool)
+    stopped_since: float | None = None
 
     def pump() -> bool:
         """Copy new complete lines at or after --from to stdout; True once the done line has gone by. A spool
@@ -380,7 +387,29 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool) 
                     EXIT_DEAD,
                     {"run_id": rd.run_id, "pid": rd.pid(), "lines": cursor.line, "reason": rd.reason()},
                 )
+        elif not no_worker_check:
+            stopped_since = _still_stopped(rd, cursor.line, stopped_since, stopped_limit_s)
         time.sleep(poll_s)
+
+
+def _still_stopped(rd: RunDir, lines: int, since: float | None, limit_s: float) -> float | None:
+    """When the worker (alive) has been stopped since (monotonic s), or None when it is not stopped now. Raises
+    CliError ``worker_stopped`` once that is ``limit_s`` ago."""
+    pid = rd.pid()
+    if pid is None or not stopped(pid):
+        return None
+    now = time.monotonic()
+    if since is None:
+        return now
+    if now - since < limit_s:
+        return since
+    raise CliError(
+        f"agent worker (pid {pid}) has been stopped for {now - since:.0f} s and writes nothing (SIGSTOP, a debugger, "
+        "a suspended job)",
+        "worker_stopped",
+        EXIT_STOPPED,
+        {"run_id": rd.run_id, "pid": pid, "lines": lines, "stopped_s": round(now - since, 1)},
+    )
 
 
 def cmd_slurm_task(args: argparse.Namespace) -> int:
@@ -504,6 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--orch-home", default=None, help="orch home directory (default ~/.orch)")
         p.add_argument("--host", default=None, help="this host's name in orch's inventory (default: hostname)")
 
+    def stopped_limit(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--stopped-limit-s", type=float, default=STOPPED_LIMIT_S,
+                       help=f"exit 7 once the worker has been stopped this long, s (default {STOPPED_LIMIT_S:g})")
+
     p = sub.add_parser("facts", help="host facts as JSON")
     home(p)
     p.add_argument(
@@ -519,6 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", default=None,
                    help="the spec's run id, for the process table (the forked worker keeps start's command line)")
     p.add_argument("--poll-s", type=float, default=0.02, help="with --follow: seconds between polls, default 0.02")
+    stopped_limit(p)
     home(p)
     p.set_defaults(fn=cmd_start)
     p = sub.add_parser("_worker", help=argparse.SUPPRESS)
@@ -528,6 +562,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id")
     p.add_argument("--from", dest="from_seq", type=int, default=0, help="first line (seq) to print, default 0")
     p.add_argument("--poll-s", type=float, default=0.02, help="seconds between polls of the spool, default 0.02")
+    stopped_limit(p)
     home(p)
     p.set_defaults(fn=cmd_follow)
     p.add_argument("--no-worker-check", action="store_true",

@@ -154,6 +154,18 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def stopped(pid: int) -> bool:
+    """True when ``pid`` is stopped: state ``T`` (SIGSTOP, SIGTSTP, a job-control stop; Slurm's ``scontrol
+    suspend`` sends SIGSTOP) or ``t`` (held by a tracer: a debugger), field 3 of ``/proc/PID/stat`` (``proc(5)``).
+    False when it runs, sleeps, or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2] in "Tt"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 PF_KTHREAD = 0x00200000  # <linux/sched.h>: the flags field (9th) of /proc/PID/stat marks a kernel thread
 
 

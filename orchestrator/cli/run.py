@@ -114,6 +114,7 @@ def run(
         allow_drift=tuple(allow_drift or ()),
         telemetry_ms=telemetry_ms,
         concurrency=concurrency,
+        stopped_limit_s=app.settings.worker_stopped_s,
     )
     names = _selected(app, hosts, resume)
     ensure_open_files(concurrency, hosts=len(names))

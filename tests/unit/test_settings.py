@@ -16,6 +16,8 @@ def test_defaults_without_environment() -> None:
     s = Settings(env={})
     assert (s.db_url, s.inventory, s.api_token, s.suite_dir) == (DEFAULT_DB_URL, Path("inventory.yaml"), None, None)
     assert (s.connect_timeout_s, s.command_timeout_s, s.max_concurrency) == (10.0, 60.0, 64)
+    assert s.worker_stopped_s == 300.0
+    assert Settings(env={"ORCH_WORKER_STOPPED_S": "2.5"}).worker_stopped_s == 2.5
 
 
 def test_environment_is_read_case_insensitively_and_arguments_win() -> None:
@@ -33,7 +35,8 @@ def test_environment_is_read_case_insensitively_and_arguments_win() -> None:
 @pytest.mark.parametrize(
     ("name", "value", "why"),
     [("ORCH_CONNECT_TIMEOUT_S", "0", "> 0"), ("ORCH_COMMAND_TIMEOUT_S", "soon", "> 0"),
-     ("ORCH_MAX_CONCURRENCY", "0", ">= 1"), ("ORCH_MAX_CONCURRENCY", "2.5", ">= 1")],
+     ("ORCH_MAX_CONCURRENCY", "0", ">= 1"), ("ORCH_MAX_CONCURRENCY", "2.5", ">= 1"),
+     ("ORCH_WORKER_STOPPED_S", "0", "> 0"), ("ORCH_WORKER_STOPPED_S", "-1", "> 0")],
 )  # fmt: skip
 def test_a_bad_number_names_the_variable(name: str, value: str, why: str) -> None:
     with pytest.raises(ConfigError) as err:

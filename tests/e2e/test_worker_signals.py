@@ -1,9 +1,14 @@
-"""The host's reading end of a run killed while the worker runs on (issue 10, "nothing lost"): the process that
-streams the spool to orch (``agent start --follow``, later ``agent follow``) is SIGKILLed on the host — an OOM
-kill, an admin's ``pkill python``, a watchdog. The worker is detached (its own session) and keeps writing its
-spool, so nothing is lost: orch must follow it again from the last stored line, and the run end ``completed``
-with every case once. Before, the host failed ("... was killed by signal KILL") and only ``--resume`` collected
-the rest. Over real sshd, and on a ``connection: local`` host."""
+"""Signals on the host mid-run (issue 10, "nothing lost"), over real sshd and on a ``connection: local`` host.
+
+- The process that streams the spool to orch (``agent start --follow``, later ``agent follow``) SIGKILLed — an
+  OOM kill, an admin's ``pkill python``, a watchdog. The worker is detached (its own session) and keeps writing
+  its spool, so nothing is lost: orch follows it again from the last stored line, and the run ends
+  ``completed`` with every case once. Before, the host failed ("... was killed by signal HUP": asyncssh's -1 for
+  a signal, read as a status) and only ``--resume`` collected the rest.
+- The worker SIGSTOPped (a debugger, a job-control stop, Slurm's ``scontrol suspend``): it writes nothing and
+  keeps none of its deadlines, and orch waited on it without end. Now the host fails once the worker has been
+  stopped for ``ORCH_WORKER_STOPPED_S``, saying so with its pid; after ``kill -CONT``, ``--resume`` collects
+  the rest."""
 
 from __future__ import annotations
 
@@ -48,6 +53,22 @@ def _followers(run_id: str) -> list[int]:
         if parent.startswith(b"sshd") or b"orchestrator" in parent:
             pids.append(int(pid))
     return pids
+
+
+def _worker(run_id: str, host: str) -> int | None:
+    """The pid of run ``run_id``'s worker on ``host``: the agent process that leads its own session with the
+    host's run directory (``<orch home>/runs/RUN_ID/HOST``) as its working directory."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
+            continue
+        if cwd.endswith(f"/runs/{run_id}/{host}") and session == int(entry.name):
+            return int(entry.name)
+    return None
 
 
 def _newest_run(store: Store) -> str | None:
@@ -110,3 +131,53 @@ def test_a_killed_follower_on_a_local_host_is_followed_again(tmp_path: Path) -> 
         assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == list(range(1, 41))
     finally:
         store.close()
+
+
+def _stop_worker_mid_run(orch: Orch, host: str) -> None:
+    """A run whose worker is SIGSTOPped after its first result fails that host, naming the stop and the pid; after
+    SIGCONT, ``--resume`` collects every case once."""
+    proc = orch.popen("run", "moe-sweep", "--hosts", host, "--preset", "tiny", *CASES, "--json",
+                      "--timeout", str(scaled(30)))  # fmt: skip
+    store = Store.from_url(orch.db_url)
+    pid = None
+    try:
+        run_id = wait_for(lambda: _newest_run(store) or (proc.poll() is not None and "ended"), timeout_s=180,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None, "the run ended before its worker could be stopped: " + proc.communicate()[1]
+        pid = wait_for(lambda: _worker(run_id, host), timeout_s=60, what=f"run {run_id}'s worker")
+        os.kill(pid, signal.SIGSTOP)
+        out, err = proc.communicate(timeout=scaled(300))  # it waited without end before
+        assert proc.returncode == 1, out[-3000:] + err[-3000:]
+        doc = json.loads(out)
+        (h,) = doc["hosts"]
+        assert h["status"] == "failed" and doc["status"] in ("partial", "failed"), doc
+        assert f"agent worker (pid {pid}) has been stopped for " in h["error"], h
+        assert h["error"].endswith("; the lines already stored are kept"), h
+        assert h["hint"].startswith(f"`kill -CONT {pid}` on the host lets it go on, then `orch run --resume "), h
+        os.kill(pid, signal.SIGCONT)
+        again = orch.json("run", "--resume", run_id, timeout=scaled(300))
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    try:
+        assert again["status"] == "completed", again
+        assert sorted(r.case["M"] for r in store.results(run_id, limit=100).items) == list(range(1, 41))
+    finally:
+        store.close()
+
+
+@pytest.mark.sshd
+def test_a_stopped_worker_over_ssh_fails_its_host_saying_so_and_resume_collects_the_rest(
+    two_hosts: tuple[Orch, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_WORKER_STOPPED_S", "3")  # a worker is stopped only when stopped: no load makes it so
+    _stop_worker_mid_run(two_hosts[0], "gpu-a")
+
+
+def test_a_stopped_worker_on_a_local_host_fails_it_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_WORKER_STOPPED_S", "3")
+    _stop_worker_mid_run(local_orch(tmp_path), "localhost")
