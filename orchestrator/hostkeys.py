@@ -112,6 +112,8 @@ CERT_TYPE_USER = 1
 CERT_TYPE_HOST = 2
 FOREVER = 0xFFFF_FFFF_FFFF_FFFF  # PROTOCOL.certkeys: valid_before of a certificate that never expires
 _WS = re.compile(r"[ \t]+")
+# isspace() in the C locale: b64_pton (called by sshkey.c sshkey_read) skips these inside a key's base64
+_B64_SPACE = re.compile(r"[ \t\n\v\f\r]")
 _MAX_SUBPATTERN = 1023  # match.c match_pattern_list: a longer sub-pattern makes the whole list not match
 
 # Key and certificate type names OpenSSH 9.2 knows (sshkey.c keyimpls; PROTOCOL.certkeys, PROTOCOL.u2f).
@@ -284,7 +286,7 @@ def _decode_key(key_type: str, b64: str) -> _Parsed:
     if key_type not in _PLAIN_TYPES and key_type not in _CERT_TYPES:
         raise KeyFormatError(f"unknown key type {key_type!r}")
     try:
-        blob = base64.b64decode(b64, validate=True)
+        blob = base64.b64decode(_B64_SPACE.sub("", b64), validate=True)
     except ValueError:
         raise KeyFormatError("key is not valid base64") from None
     parsed = _parse_blob(blob)

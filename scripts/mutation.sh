@@ -42,7 +42,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/casestats.py) tests=(tests/unit/test_casestats.py) ;;
     orchestrator/analysis/enrich.py) tests=(tests/unit/test_roofline.py tests/unit/test_decode_bench.py tests/unit/test_agent_multigpu.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
-    orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py tests/unit/test_hostkeys_edges.py) ;;
+    orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py tests/unit/test_hostkeys_edges.py tests/unit/test_hostkeys_mutants.py) ;;
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py tests/unit/test_line_checks.py tests/unit/test_ingest_mutants.py) ;;
     orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_line_splitter_edges.py) ;;
     orchestrator/trust.py) tests=(tests/unit/test_trust_record.py tests/integration/test_trust_offer.py) ;;
