@@ -46,7 +46,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py tests/unit/test_line_checks.py tests/unit/test_ingest_mutants.py) ;;
     orchestrator/transport/lines.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_line_splitter_edges.py) ;;
     orchestrator/trust.py) tests=(tests/unit/test_trust_record.py tests/integration/test_trust_offer.py) ;;
-    orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py tests/unit/test_nccl_tests_edges.py tests/unit/test_parser_numbers.py) ;;
+    orchestrator/parsers/nccl_tests.py) tests=(tests/unit/test_nccl_tests_parser.py tests/unit/test_nccl_tests_suite.py tests/unit/test_nccl_tests_edges.py tests/unit/test_parser_numbers.py tests/unit/test_nccl_tests_mutants.py) ;;
     orchestrator/parsers/base.py) tests=(tests/unit/test_parsers.py tests/unit/test_failed_requests.py tests/unit/test_parsers_base.py tests/unit/test_parsers_base_mutants.py) ;;
     orchestrator/parsers/*) tests=(tests/unit/test_parsers.py tests/unit/test_failed_requests.py tests/unit/test_parsers_base.py tests/unit/test_parsers_formats.py tests/unit/test_parser_numbers.py) ;;
     orchestrator/store/compute.py) tests=(tests/unit/test_store_compute.py) ;;
