@@ -217,6 +217,11 @@ class Untested:
         }
 
 
+def _end(x: float | None) -> str:
+    """An end of a bootstrap interval for a message: ``?`` where it is not known (not finite)."""
+    return "?" if x is None else f"{x:.3g}"
+
+
 def _samples_text(n_base: int, n_head: int) -> str:
     if n_base == n_head:
         return f"{n_base} sample{'s' if n_base != 1 else ''} each"
@@ -261,7 +266,7 @@ def judge_untested(
             lo, hi = 1.0 / (1.0 + c.stats.band), 1.0 + c.stats.band
             why = (
                 f"too noisy to judge: the noise band {lo:.3g}x–{hi:.3g}x ({c.stats.band_source}) is wider than "
-                f"{NOT_JUDGED_BAND:.0%} and holds the 95% CI {c.stats.ci_low:.3g}–{c.stats.ci_high:.3g}"
+                f"{NOT_JUDGED_BAND:.0%} and holds the 95% CI {_end(c.stats.ci_low)}–{_end(c.stats.ci_high)}"
             )
             hint = "rerun both runs on a quieter host or with more --repeat, or calibrate (orch calibrate)"
         elif c.verdict == "noisy: not judged":

@@ -13,7 +13,8 @@ BandSource = Literal["calibration", "within-run"]
 @dataclass(frozen=True)
 class CaseStats:
     """The statistics of one case. ``ratio`` = median(head) / median(base); ``ci_low``/``ci_high`` its
-    bootstrap interval; ``p_value`` Mann–Whitney U (two-sided); ``q_value`` the BH-adjusted p-value (None until
+    bootstrap interval (an end is None where it is not finite: a side with values <= 0 resampled to a median of 0);
+    ``p_value`` Mann–Whitney U (two-sided); ``q_value`` the BH-adjusted p-value (None until
     ``call_cases`` adjusts a whole comparison); ``band`` the relative noise half-width and ``band_source`` where
     it came from; ``call`` the verdict; ``n_base``/``n_head`` the sample counts."""
 

@@ -201,12 +201,20 @@ def compare_many(
             p = float(ps[j]) if math.isfinite(ps[j]) else 1.0  # all samples equal: no evidence of a change
             if np.ptp(np.concatenate([b, h])) == 0:
                 p = 1.0
-            lo, hi = float(lows[j]), float(highs[j])
-            if not (math.isfinite(lo) and math.isfinite(hi)):
-                lo = hi = ratio  # every resample gave the same ratio (constant samples)
+            lo, hi = _finite(lows[j]), _finite(highs[j])
+            if np.ptp(b) == 0 and np.ptp(h) == 0:
+                lo = hi = ratio  # every resample gives the ratio; SciPy's interval of a constant is NaN
+            # Otherwise an end that is not finite stays unknown (None), never the ratio: a side with values <= 0
+            # can resample to a median of 0, and its ratios to inf or NaN (0/0) — an interval [3.0, nan] is not
+            # the certainty [3.0, 3.0].
             st = CaseStats(ratio, lo, hi, p, None, band, source, "n/a", int(b.size), int(h.size))
             out[i] = replace(st, call=call_case(st, direction, p, ALPHA))
     return [x for x in out if x is not None]
+
+
+def _finite(x: Any) -> float | None:
+    x = float(x)
+    return x if math.isfinite(x) else None
 
 
 def underpowered(n_base: int, n_head: int, alpha: float = ALPHA) -> bool:
@@ -232,15 +240,16 @@ def call_case(st: CaseStats, direction: Literal["lower", "higher"] | None, p: fl
     """``slower``/``faster`` when ``p <= alpha`` and the interval ``[ci_low, ci_high]`` lies wholly outside
     ``[1 / (1 + band), 1 + band]`` (see the module docstring for the direction), else ``within noise``, or
     ``noisy`` when ``band`` exceeds ``analysis.compare.NOT_JUDGED_BAND``; ``n/a`` without an interval, a p-value
-    or a direction, or when ``underpowered``."""
-    if st.ci_low is None or st.ci_high is None or p is None or direction is None:
+    or a direction, or when ``underpowered``. An interval with one end unknown (None: not finite) is judged by
+    its known end only: ``slower`` needs ``ci_low``, ``faster`` needs ``ci_high``."""
+    if st.ratio is None or (st.ci_low is None and st.ci_high is None) or p is None or direction is None:
         return "n/a"
     if underpowered(st.n_base, st.n_head, alpha):
         return "n/a"
     if p <= alpha:
-        if st.ci_low > 1.0 + st.band:
+        if st.ci_low is not None and st.ci_low > 1.0 + st.band:
             return "slower" if direction == "lower" else "faster"
-        if st.ci_high < 1.0 / (1.0 + st.band):
+        if st.ci_high is not None and st.ci_high < 1.0 / (1.0 + st.band):
             return "faster" if direction == "lower" else "slower"
     return "noisy" if st.band > NOT_JUDGED_BAND else "within noise"
 

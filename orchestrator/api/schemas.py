@@ -174,8 +174,10 @@ class SeriesOut(_Out):
 
 class CaseStatsOut(_Out):
     ratio: float | None = Field(description="median(head samples) / median(base samples)")
-    ci_low: float | None = Field(description="lower end of the 95% bootstrap interval of the ratio (seeded)")
-    ci_high: float | None = Field(description="upper end of the 95% bootstrap interval of the ratio (seeded)")
+    ci_low: float | None = Field(description="lower end of the 95% bootstrap interval of the ratio (seeded); null "
+                                 "when not finite (a side with values <= 0 resampled to a median of 0)")
+    ci_high: float | None = Field(description="upper end of the 95% bootstrap interval of the ratio (seeded); null "
+                                  "when not finite")
     p_value: float | None = Field(description="two-sided Mann-Whitney U p-value of the two samples")
     q_value: float | None = Field(description="Benjamini-Hochberg adjusted p-value over the comparison's cases")
     band: float = Field(

@@ -810,10 +810,15 @@ def verdict_summary(counts: dict[str, int]) -> str:
 
 def _stats_cells(st: Any) -> tuple[str, str]:
     """The 95% bootstrap interval of head/base and the BH q-value of a case's ``analysis.stats.CaseStats``."""
-    if st is None or st.ci_low is None or st.ci_high is None:
+    if st is None or (st.ci_low is None and st.ci_high is None):
         return "-", "-"
     q = "-" if st.q_value is None else f"{st.q_value:.2g}"
-    return f"{_ratio(st.ci_low)}–{_ratio(st.ci_high)}", q
+    return ci_text(st.ci_low, st.ci_high), q
+
+
+def ci_text(low: float | None, high: float | None) -> str:
+    """``0.981–1.020``; an end that is not known (not finite: ``analysis.stats``) is ``?``."""
+    return f"{'?' if low is None else _ratio(low)}–{'?' if high is None else _ratio(high)}"
 
 
 def noise_floor_line(cmp: Any) -> str:

@@ -7,6 +7,7 @@ from typing import Any
 from orchestrator.cli.render import (
     _case_text,
     _ratio,
+    ci_text,
     comparison_table,
     console,
     noise_floor_line,
@@ -119,7 +120,7 @@ def check_outcome(out: Any) -> None:
         st = x.stats
         c.print(
             f"[red]slower[/red]: {_where(x)} head/base {_ratio(x.ratio)} "
-            f"(95% CI {_ratio(st.ci_low)}–{_ratio(st.ci_high)}, "
+            f"(95% CI {ci_text(st.ci_low, st.ci_high)}, "
             f"q {st.q_value:.2g}, noise band ±{percent(st.band)})",
             soft_wrap=True,
         )

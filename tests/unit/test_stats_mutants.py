@@ -11,6 +11,9 @@ import pytest
 from scipy import stats as sps
 
 from orchestrator.analysis import stats
+from orchestrator.analysis.casestats import CaseStats
+from orchestrator.analysis.stats import call_case, compare_samples
+from orchestrator.cli.render import ci_text
 
 # --- the rank test's p-value: SciPy's mannwhitneyu is the reference ---------------------------------------------
 
@@ -249,9 +252,9 @@ def test_higher_is_better_above_the_band_is_faster() -> None:
     assert stats.call_case(_st(0.5, 0.6, 0.1), "higher", 1e-6, 0.05) == "slower"
 
 
-def test_a_missing_interval_end_p_value_or_direction_is_not_called() -> None:
-    assert stats.call_case(_st(1.5, None, 0.1), "lower", 1e-6, 0.05) == "n/a"
-    assert stats.call_case(_st(None, 0.5, 0.1), "lower", 1e-6, 0.05) == "n/a"
+def test_a_missing_interval_p_value_or_direction_is_not_called() -> None:
+    # one end missing is judged by the other (test_a_half_known_interval_is_judged_by_its_known_end)
+    assert stats.call_case(_st(None, None, 0.1), "lower", 1e-6, 0.05) == "n/a"
     assert stats.call_case(_st(1.5, 1.6, 0.1), "lower", None, 0.05) == "n/a"
     assert stats.call_case(_st(1.5, 1.6, 0.1), None, 1e-6, 0.05) == "n/a"
 
@@ -287,3 +290,28 @@ def test_bh_adjust_takes_integer_p_values() -> None:
     assert stats.bh_adjust([0.01, 0.04, 0.03, 0.20]) == pytest.approx(
         list(sps.false_discovery_control([0.01, 0.04, 0.03, 0.20], method="bh"))
     )
+
+
+def test_an_interval_end_that_is_not_finite_is_unknown_never_the_ratio() -> None:
+    """Base [0]*8 + [1]*12 (median 1) against head [3]*20: a resampled base median is 0, 0.5 or 1, so the
+    resampled ratios are inf, 6 or 3 — the interval's upper end is not finite. It was reported as [3.0, 3.0]
+    (the ratio), a certainty the data do not hold; now the end is unknown (None) and the call rests on the known
+    end: ci_low 3.0 > 1 (every resample's ratio is at least 3/1)."""
+    st = compare_samples([0.0] * 8 + [1.0] * 12, [3.0] * 20)
+    assert (st.ratio, st.ci_low, st.ci_high, st.call) == (3.0, 3.0, None, "slower")
+    const = compare_samples([1.0] * 8, [2.0] * 8)  # constant sides: every resample gives 2/1 exactly
+    assert (const.ratio, const.ci_low, const.ci_high) == (2.0, 2.0, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "call"),
+    [(1.2, None, "slower"), (1.05, None, "within noise"), (None, 0.8, "faster"), (None, 0.95, "within noise"),
+     (None, None, "n/a")],
+)  # fmt: skip
+def test_a_half_known_interval_is_judged_by_its_known_end(low: float | None, high: float | None, call: str) -> None:
+    st = CaseStats(1.0, low, high, 0.001, None, 0.1, "within-run", "n/a", 8, 8)  # band 0.1: [1/1.1, 1.1]
+    assert call_case(st, "lower", 0.001, 0.05) == call
+
+
+def test_an_unknown_interval_end_prints_as_a_question_mark() -> None:
+    assert (ci_text(None, 1.02), ci_text(0.98, None), ci_text(0.98, 1.02)) == ("?–1.020", "0.980–?", "0.980–1.020")
