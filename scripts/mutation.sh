@@ -40,7 +40,7 @@ if [ ${#tests[@]} -eq 0 ]; then
     orchestrator/analysis/views.py) tests=(tests/unit/test_views.py tests/unit/test_views_mutants.py) ;;
     orchestrator/analysis/roof.py) tests=(tests/unit/test_roof.py) ;;
     orchestrator/analysis/casestats.py) tests=(tests/unit/test_casestats.py) ;;
-    orchestrator/analysis/enrich.py) tests=(tests/unit/test_roofline.py tests/unit/test_decode_bench.py tests/unit/test_agent_multigpu.py) ;;
+    orchestrator/analysis/enrich.py) tests=(tests/unit/test_enrich.py tests/unit/test_roofline.py tests/unit/test_decode_bench.py tests/unit/test_agent_multigpu.py) ;;
     orchestrator/protocol.py) tests=(tests/unit/test_protocol_schema.py) ;;
     orchestrator/hostkeys.py) tests=(tests/unit/test_hostkeys.py tests/unit/test_hostkeys_edges.py tests/unit/test_hostkeys_mutants.py) ;;
     orchestrator/ingest.py) tests=(tests/unit/test_ingest_lines.py tests/unit/test_ingest_verdicts.py tests/unit/test_line_checks.py tests/unit/test_ingest_mutants.py) ;;
