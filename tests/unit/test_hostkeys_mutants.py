@@ -185,6 +185,15 @@ def test_host_patterns_followed_by_nothing_but_a_comment_or_a_cr_have_no_key(tmp
     assert [str(w) for w in kh.warnings] == [f"{path}:1: no key after the host patterns"]
 
 
+def test_a_form_feed_after_the_host_patterns_is_read_as_a_bad_key(tmp_path: Path) -> None:
+    """Only spaces and tabs separate fields (hostkeys_foreach), and only a CR is taken off a line's end: a form feed
+    after the host field starts the key field, which is no key (sshkey_read fails: an invalid line)."""
+    path = _write(tmp_path, "kh", "gpu-a \f\n")
+    kh = hk.load_known_hosts([path])
+    assert kh.entries == ()
+    assert [str(w) for w in kh.warnings] == [f"{path}:1: bad key: expected 'TYPE BASE64 [comment]'"]
+
+
 def test_only_spaces_and_tabs_lead_a_line(keys: Path, tmp_path: Path) -> None:
     """hostkeys_foreach skips leading spaces and tabs only: a line starting with a vertical tab has the host field
     ``\\vgpu-a``, which ``ssh-keygen -F gpu-a`` does not find; a host field starting with an upper-case letter is
