@@ -5,6 +5,10 @@
   its spool, so nothing is lost: orch follows it again from the last stored line, and the run ends
   ``completed`` with every case once. Before, the host failed ("... was killed by signal HUP": asyncssh's -1 for
   a signal, read as a status) and only ``--resume`` collected the rest.
+- The host gone silent mid-run (power loss, a kernel panic, a partitioned network: no FIN, no RST) — here its
+  sshd session processes SIGSTOPped, so nothing answers on the open connection. Without ssh_config's
+  ServerAliveInterval (OpenSSH's default: off) orch waited on that connection without end; now it sends
+  keepalives by default, drops the silent connection, reconnects and follows the spool from the last stored line.
 - The worker SIGSTOPped (a debugger, a job-control stop, Slurm's ``scontrol suspend``): it writes nothing and
   keeps none of its deadlines, and orch waited on it without end. Now the host fails once the worker has been
   stopped for ``ORCH_WORKER_STOPPED_S``, saying so with its pid; after ``kill -CONT``, ``--resume`` collects
@@ -181,3 +185,62 @@ def test_a_stopped_worker_over_ssh_fails_its_host_saying_so_and_resume_collects_
 def test_a_stopped_worker_on_a_local_host_fails_it_saying_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORCH_WORKER_STOPPED_S", "3")
     _stop_worker_mid_run(local_orch(tmp_path), "localhost")
+
+
+def _sshd_sessions(listener: int) -> list[int]:
+    """The sshd processes under sshd ``listener`` (each connection's monitor and its network child), not the
+    commands they run (the agent's follower and the worker it forked stay running)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], list(children.get(listener, []))
+    while todo:
+        pid = todo.pop()
+        try:
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sshd"):
+                out.append(pid)
+                todo.extend(children.get(pid, []))
+        except OSError:
+            continue
+    return out
+
+
+@pytest.mark.sshd
+def test_a_host_gone_silent_mid_run_is_dropped_by_keepalive_and_followed_again(
+    two_hosts: tuple[Orch, list[Any]],
+) -> None:
+    orch, hosts = two_hosts
+    proc = orch.popen("run", "moe-sweep", "--hosts", "gpu-a", "--preset", "tiny", *CASES, "--json",
+                      "--timeout", str(scaled(30)))  # fmt: skip
+    store = Store.from_url(orch.db_url)
+    silent: list[int] = []
+    try:
+        wait_for(lambda: _newest_run(store) or proc.poll() is not None, timeout_s=180, what="a first stored result")
+        assert proc.poll() is None, "the run ended before the host could go silent: " + proc.communicate()[1]
+        assert hosts[0].proc is not None
+        silent = _sshd_sessions(hosts[0].proc.pid)
+        assert silent, "no sshd session process under gpu-a's listener"
+        for pid in silent:
+            os.kill(pid, signal.SIGSTOP)
+        out, err = proc.communicate(timeout=scaled(400))  # without keepalives: no end
+    finally:
+        for pid in silent:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    try:
+        assert proc.returncode == 0, out[-3000:] + err[-3000:]
+        doc = json.loads(out)
+        assert doc["status"] == "completed", doc
+        hr = store.get_run(doc["run_id"]).host_run("gpu-a")
+        assert hr is not None and hr.status == "completed" and hr.info["reconnects"] >= 1
+        assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == list(range(1, 41))
+    finally:
+        store.close()
