@@ -73,11 +73,6 @@ from orchestrator.transport.sshconfig import (
 BANNER_MAX_BYTES = 8192  # RFC 4253 §4.2 lets a server send other lines before its version line
 PER_ADDRESS_HANDSHAKES = 8  # below sshd's default MaxStartups start (10), see the module docstring
 THROTTLE_RETRIES = 7  # backoff 0.25, 0.5, 1, 2, 3, 3, 3 s (x0.5-1.5 jitter): ~13 s at most before `throttled`
-# ServerAliveInterval when ssh_config leaves it at OpenSSH's default, 0 (off; ssh_config(5)): a host that dies
-# without closing its TCP connection (power loss, a kernel panic, a partitioned network) would otherwise leave a
-# run's follow waiting on it without end. With ServerAliveCountMax's default 3, a silent host is dropped after
-# about 45-60 s, and the runner reconnects (or names the host lost, with --resume). An explicit interval is kept.
-DEFAULT_SERVER_ALIVE_INTERVAL_S = 15.0
 MAXSTARTUPS_TEXT = b"Exceeded MaxStartups"  # sshd.c server_accept_loop writes this before closing (OpenSSH 9.2)
 
 
@@ -730,7 +725,7 @@ async def _open(
         "config": [],
         "login_timeout": dl.login_s,
         "connect_timeout": dl.login_s,
-        "keepalive_interval": s.server_alive_interval_s or DEFAULT_SERVER_ALIVE_INTERVAL_S,
+        "keepalive_interval": s.server_alive_interval_s,
         "keepalive_count_max": s.server_alive_count_max,
     }
     try:

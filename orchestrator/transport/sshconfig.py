@@ -87,6 +87,13 @@ def config_args() -> list[str]:
     return ["-F", str(cfg) if cfg.is_file() else "none"]
 
 
+# ServerAliveInterval when ssh_config leaves it at OpenSSH's default, 0 (off; ssh_config(5)): a host that dies
+# without closing its TCP connection (power loss, a kernel panic, a partitioned network) would otherwise leave a
+# run's follow waiting on it without end. With ServerAliveCountMax's default 3, a silent host is dropped after
+# about 45-60 s, and the runner reconnects (or names the host lost, with --resume). An explicit interval is kept.
+DEFAULT_SERVER_ALIVE_INTERVAL_S = 15.0
+
+
 @dataclass(frozen=True)
 class JumpHop:
     """One ProxyJump hop, ``[user@]host[:port]`` or ``ssh://[user@]host[:port]`` (readconf.c parse_jump)."""
@@ -342,7 +349,7 @@ def settings_from_output(
         global_known_hosts=_files(opts, "globalknownhostsfile"),
         check_host_ip=_bool(opts.get("checkhostip")),
         connect_timeout_s=float(timeout) if timeout and timeout.isdigit() else None,
-        server_alive_interval_s=float(_opt(opts, "serveraliveinterval") or 0),
+        server_alive_interval_s=float(_opt(opts, "serveraliveinterval") or 0) or DEFAULT_SERVER_ALIVE_INTERVAL_S,
         server_alive_count_max=int(_opt(opts, "serveralivecountmax") or 3),
         hash_known_hosts=_bool(opts.get("hashknownhosts")),
         argv=tuple(argv),
@@ -548,6 +555,8 @@ def origins(settings: SshSettings) -> dict[str, str]:
                 break
         else:
             out[key] = "OpenSSH default" if key in settings.options else "unset"
+    if out["serveraliveinterval"] == "OpenSSH default":  # 0 (off) there: orch's own default is what connects
+        out["serveraliveinterval"] = "orch's default (OpenSSH's, 0, is off)"
     return out
 
 

@@ -181,8 +181,9 @@ async def test_match_forms_and_other_options_resolve_as_openssh(client_home: Cli
         s = await aresolve(name)
         g = ssh_g(name)
         assert (s.connect_timeout_s, g["connecttimeout"][0]) in ((7.0, "7"), (None, "none"))
+        alive = g["serveraliveinterval"][0]  # 0 (off): orch sends its own keepalives (sshconfig.py)
         assert (str(int(s.server_alive_interval_s)), str(s.server_alive_count_max)) == (
-            g["serveraliveinterval"][0],
+            "15" if alive == "0" else alive,
             g["serveralivecountmax"][0],
         )
         assert s.check_host_ip == (g["checkhostip"][0] == "yes")
@@ -435,6 +436,9 @@ def test_hosts_show_prints_resolved_settings_and_origins(
     assert doc["origins"]["hostkeyalias"] == f"{cfg}:3"
     assert doc["origins"]["port"].startswith("inventory `port:`")
     assert doc["origins"]["checkhostip"] == "OpenSSH default"
+    # ssh -G says 0 (off); what orch connects with is its own keepalive default, and hosts show says so
+    assert g["serveraliveinterval"][0] == "0" and doc["settings"]["server_alive_interval_s"] == 15.0
+    assert doc["origins"]["serveraliveinterval"] == "orch's default (OpenSSH's, 0, is off)"
 
 
 def test_no_openssh_client_is_one_clear_error(client_home: ClientHome, tmp_path: Path) -> None:
