@@ -203,7 +203,8 @@ class CompareCaseOut(_Out):
     head_p10: float | None = Field(description="head's 10th percentile (None when not stored)")
     head_p90: float | None = Field(description="head's 90th percentile (None when not stored)")
     noisy: bool | None = Field(
-        description="the change is within the measurement noise: the p10-p90 ranges overlap, or either side's "
+        description="the change is within the measurement noise: with raw samples tested (`stats`), the test did not "
+        "call it (`stats.call` is not slower/faster); otherwise the p10-p90 ranges overlap, or either side's "
         "ln(p90 / p10) exceeds |ln ratio|; null when a side has no p10/p90"
     )
     verdict: Verdict = Field(

@@ -194,7 +194,9 @@ class Comparison:
 
     Per case, ``base_p10``..``head_p90`` are the p10/p90 of each side (over several results of a case: the
     lowest p10 and the highest p90; None when any lacks one), ``noisy`` and ``verdict`` are
-    ``analysis.compare.is_noisy`` and ``noise_verdict`` at ``threshold``; ``noisy`` counts the noisy cases.
+    ``analysis.compare.is_noisy`` and ``noise_verdict`` at ``threshold`` — or, once raw samples are tested
+    (``store.stats_repo.with_statistics``), the test's call and whether it was not called; ``noisy`` counts the
+    noisy cases.
     A case's ``warnings`` name the side whose result had failed requests (``failed_requests`` > 0: its latencies
     describe another load); ``warned`` counts those cases.
 

@@ -260,7 +260,10 @@ def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) ->
             continue
         st = next(called)
         verdict = _CALL_VERDICT.get(st.call, c.verdict)
-        cases.append(replace(c, stats=st, verdict=verdict))
+        # noisy says what the verdict says: a change the test called is not "within the measurement noise" even
+        # where the p10-p90 ranges overlap (many samples tell a 6% shift apart); an untestable case keeps p10/p90's
+        noisy = c.noisy if st.call == "n/a" else st.call not in ("slower", "faster")
+        cases.append(replace(c, stats=st, verdict=verdict, noisy=noisy))
     n_cal = sum(1 for st in tested if st.band_source == "calibration")
     if n_cal == len(tested):
         floor = NOISE_FLOOR_CALIBRATED
@@ -270,4 +273,5 @@ def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) ->
         floor = f"{NOISE_FLOOR_CALIBRATED} for {n_cal} of {len(tested)} cases, within-run samples only for the rest"
     calls = [c.stats.call for c in cases if c.stats is not None]
     slower, faster = calls.count("slower"), calls.count("faster")
-    return replace(cmp, cases=cases, noise_floor=floor, slower=slower, faster=faster, alpha=stats.ALPHA)
+    return replace(cmp, cases=cases, noise_floor=floor, slower=slower, faster=faster, alpha=stats.ALPHA,
+                   noisy=sum(1 for c in cases if c.noisy))  # fmt: skip
