@@ -29,7 +29,7 @@ case "$mod" in orchestrator/*.py) ;; *) echo "mutation: $mod is not a module und
 tests=("$@")
 if [ ${#tests[@]} -eq 0 ]; then
   case "$mod" in
-    orchestrator/analysis/compare.py) tests=(tests/unit/test_compare.py) ;;
+    orchestrator/analysis/compare.py) tests=(tests/unit/test_compare.py tests/unit/test_compare_edges.py) ;;
     orchestrator/analysis/plateau.py) tests=(tests/unit/test_plateau.py) ;;
     orchestrator/analysis/roofline.py) tests=(tests/unit/test_roofline.py tests/unit/test_roofline_edges.py) ;;
     orchestrator/analysis/stats.py) tests=(tests/unit/test_stats.py tests/unit/test_stats_mutants.py) ;;
