@@ -159,3 +159,27 @@ def test_compare_marks_a_noisy_case_too_wide_to_judge() -> None:
     # the head side alone too wide: not judged either
     one = compare([r(1, time_ms=t(1.0, 0.95, 1.05))], [r(1, time_ms=t(1.1, 0.9, 5.0))])
     assert [(x.noisy, x.verdict) for x in one.cases] == [(True, "noisy: not judged")]
+
+
+# Every unit and name fragment the direction rule knows, written out here (not read from compare.py): deleting one
+# from its table left every test green, and a metric without a direction is never judged (verdict n/a), so a
+# regression in it would never be flagged (variant tester, session 5).
+LOWER_UNITS = ("ms", "us", "µs", "s", "ns", "s/token", "ms/token", "us/token", "µs/token")
+HIGHER_UNITS = ("GB/s", "TB/s", "TFLOP/s", "tokens/s", "tok/s", "token/s", "req/s", "%", "1/s")
+LOWER_NAMES = ("time", "latency", "ttft", "tpot", "itl", "e2e", "us_per_token", "x_ms", "x_us", "x_s")
+HIGHER_NAMES = ("gbps", "tflops", "throughput", "tokens_per_s", "tok_s", "pct", "accept")
+
+
+@pytest.mark.parametrize(
+    ("unit", "direction"), [(u, "lower") for u in LOWER_UNITS] + [(u, "higher") for u in HIGHER_UNITS]
+)
+def test_each_known_unit_has_its_direction(unit: str, direction: str) -> None:
+    assert metric_direction("value", unit) == direction  # "value": a name that says nothing
+
+
+@pytest.mark.parametrize(
+    ("name", "direction"), [(n, "lower") for n in LOWER_NAMES] + [(n, "higher") for n in HIGHER_NAMES]
+)
+def test_each_known_name_has_its_direction_without_a_unit(name: str, direction: str) -> None:
+    assert metric_direction(name, "") == direction
+    assert metric_direction(f"{name}_p50".upper(), "count") == direction  # a fragment inside a name, any case
