@@ -79,10 +79,30 @@ def start_refused(host: Host, argv: list[str], doc: dict[str, Any], exit_status:
             f"{waited}wait for it with orch run ... --wait SECONDS, or see the leases with orch doctor",
         )
     if doc.get("code") == "write_failed":
-        hint = "free space on the host or point its orch_home: at other storage"
-        return HostError(host.name, str(doc.get("error")), hint)
+        return HostError(host.name, str(doc.get("error")), write_hint(str(doc.get("error"))))
     why = str(doc.get("error") or f"no start answer ({exit_text(exit_status)})")
     return RemoteCommandError(host.name, argv[1:3], exit_status, why)
+
+
+_WRITE_HINTS = (  # the strerror(3) texts the agent's "cannot write PATH: ..." carries (glibc's wording)
+    ("No space left on device", "free space on the host, or point its orch_home: in the inventory at other storage"),
+    ("Disk quota exceeded", "free space in the user's quota on the host, or point its orch_home: at other storage"),
+    ("Read-only file system", "that filesystem is read-only on the host: point its orch_home: in the inventory at "
+     "writable storage"),
+    ("Permission denied", "the SSH user cannot write there: fix the directory's owner or mode on the host, or point "
+     "its orch_home: at a directory the user owns"),
+    ("No such file or directory", "a directory on that path does not exist on the host: create it, or point its "
+     "orch_home: at an existing directory"),
+)
+
+
+def write_hint(error: str) -> str:
+    """The fix for the agent's ``cannot write PATH: <strerror>`` by its cause: a full disk and a read-only or
+    missing directory are not fixed the same way."""
+    for said, hint in _WRITE_HINTS:
+        if said in error:
+            return hint
+    return "check the device on the host (dmesg), or point its orch_home: in the inventory at other storage"
 
 
 def agent_error_doc(stderr: str) -> dict[str, Any]:
@@ -130,8 +150,7 @@ def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostE
     where = run_dir_text(host, run_id)
     if isinstance(reason, str) and reason:
         hint = (
-            "free space or fix the device on the host (or point the host's orch_home: in the inventory at other "
-            "storage), then rerun the suite"
+            f"{write_hint(reason)}; then rerun the suite"
             if "cannot write" in reason
             else f"see {where}worker.log on the host; rerun the suite"
         )
