@@ -837,6 +837,7 @@ class Runner:
             timeout_s=self.req.timeout_s,
             concurrency=self.req.concurrency,
             wait_s=self.req.wait_s,
+            stopped_limit_s=self.req.stopped_limit_s,  # this invocation's (ORCH_WORKER_STOPPED_S), not the default
             **resume_fields(detail.params, detail.info),
         )
         if isinstance(detail.info.get("slurm"), dict):  # reattach to the Slurm job and its nodes' spools

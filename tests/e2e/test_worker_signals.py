@@ -158,6 +158,8 @@ def _stop_worker_mid_run(orch: Orch, host: str) -> None:
         assert f"agent worker (pid {pid}) has been stopped for " in h["error"], h
         assert h["error"].endswith("; the lines already stored are kept"), h
         assert h["hint"].startswith(f"`kill -CONT {pid}` on the host lets it go on, then `orch run --resume "), h
+        still = orch.json("run", "--resume", run_id, expect_rc=1, timeout=scaled(300))  # not continued yet
+        assert f"agent worker (pid {pid}) has been stopped for " in still["hosts"][0]["error"], still
         os.kill(pid, signal.SIGCONT)
         again = orch.json("run", "--resume", run_id, timeout=scaled(300))
     finally:
