@@ -50,3 +50,16 @@ def test_an_oversize_head_never_holds_the_next_line() -> None:
     sp = LineSplitter(3)
     assert sp.feed(b"abcd\nnext\n") == [OversizeLine(4, b"abcd"), OversizeLine(4, b"next")]
     assert sp.feed(b"ab") == [] and sp.feed(b"cd\nxy\n") == [OversizeLine(4, b"abcd"), b"xy"]
+
+
+def test_a_line_past_the_cap_never_holds_more_than_the_cap_in_memory() -> None:
+    """The cap bounds memory, not only what is returned: a line growing in chunks is dropped to its head as soon as
+    it would pass the cap, before its newline arrives (a 64 MiB cap must not let a 2 GB line into memory). The
+    mutation `len(buf) - n > cap` kept the output the same but let the buffer grow past the cap."""
+    cap = 10
+    s = LineSplitter(cap)
+    for _ in range(100):  # 700 bytes of one line, 7 at a time, no newline yet
+        assert s.feed(b"x" * 7) == []
+        assert len(s._buf) <= cap
+    (line,) = s.feed(b"\n")
+    assert isinstance(line, OversizeLine) and line.size == 700
