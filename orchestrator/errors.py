@@ -128,15 +128,20 @@ class AuthError(HostError):
         self.kind = kind
 
 
+def signal_name(status: int) -> str:
+    """The signal a negative status stands for, as sshd names it (``-9``: ``KILL``; an unknown number as itself)."""
+    try:
+        return _signal.Signals(-status).name.removeprefix("SIG")
+    except ValueError:
+        return str(-status)
+
+
 def exit_text(exit_status: int | None, signal: str | None = None) -> str:
     """How a command ended, for messages: ``exit status 3``; ``killed by signal KILL`` for a signal (sshd's
     ``exit-signal`` name, or a local child's negative returncode, ``-9``); ``no exit status (its session was cut)``
     when neither came back. Never a raw ``None`` or ``-9``."""
     if exit_status is not None and exit_status < 0 and signal is None:
-        try:
-            signal = _signal.Signals(-exit_status).name.removeprefix("SIG")
-        except ValueError:
-            signal = str(-exit_status)
+        signal = signal_name(exit_status)
     if signal is not None:
         return f"killed by signal {signal}"
     if exit_status is None:
@@ -156,7 +161,7 @@ class RemoteCommandError(HostError):
         signal: str | None = None,
     ) -> None:  # fmt: skip
         if exit_status is not None and exit_status < 0:
-            signal = signal or exit_text(exit_status).removeprefix("killed by signal ")
+            signal = signal or signal_name(exit_status)
             exit_status = None
         tail = stderr.strip().splitlines()[-5:]
         shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
