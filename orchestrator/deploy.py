@@ -56,16 +56,24 @@ class Artifact:
 
 @cache
 def agent_artifact() -> Artifact:
-    """This orch's agent.pyz, built reproducibly once per process into a private cache directory."""
+    """This orch's agent.pyz, built reproducibly once per process into ``$XDG_CACHE_HOME/orch/agent/<sha256>/``.
+
+    Safe when several orch processes fill the cache at once: each writes its own temporary file and renames it
+    into place. Raises OSError when the cache directory cannot be written."""
     data = agent_pyz_bytes()
     sha = hashlib.sha256(data).hexdigest()
     cache_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "orch" / "agent" / sha
     path = cache_dir / "agent.pyz"
     if not path.is_file() or path.stat().st_size != len(data):
         cache_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".part")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        # A name of its own: orch processes started together (a CI matrix, several users' first runs) write the
+        # same cache at once, and a shared name lets one rename another's file away from under it.
+        tmp = cache_dir / f"agent.{uuid.uuid4().hex[:12]}.part"
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return Artifact(path, sha, len(data), "agent.pyz", agent_tree_sha256())
 
 
