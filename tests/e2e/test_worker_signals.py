@@ -87,10 +87,16 @@ def _kill_follower_mid_run(orch: Orch, host: str, kills: int) -> tuple[dict[str,
     proc = orch.popen("run", "moe-sweep", "--hosts", host, "--preset", "tiny", *CASES, "--json",
                       "--timeout", str(scaled(30)))  # fmt: skip
     store = Store.from_url(orch.db_url)
+    worker = None
     try:
         run_id = wait_for(lambda: _newest_run(store) or (proc.poll() is not None and "ended"), timeout_s=180,
                           what="a first stored result")  # fmt: skip
         assert proc.poll() is None, "the run ended before its follower could be killed: " + proc.communicate()[1]
+        # The worker held (SIGSTOP) while its followers are killed: on a loaded machine a reconnect can take longer
+        # than the rest of the sweep, and the run would end before the next kill (CI saw that). The caller sets
+        # ORCH_WORKER_STOPPED_S far above the test's length, so the hold is not taken for a stopped worker.
+        worker = wait_for(lambda: _worker(run_id, host), timeout_s=60, what=f"run {run_id}'s worker")
+        os.kill(worker, signal.SIGSTOP)
         for n in range(kills):
             pids = wait_for(lambda: _followers(run_id) or proc.poll() is not None, timeout_s=120,
                             what=f"a follower of run {run_id} (kill {n + 1})")  # fmt: skip
@@ -100,8 +106,12 @@ def _kill_follower_mid_run(orch: Orch, host: str, kills: int) -> tuple[dict[str,
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             wait_for(lambda k=killed: not k & set(_followers(run_id)), timeout_s=60, what="the follower to die")
+        os.kill(worker, signal.SIGCONT)
         out, err = proc.communicate(timeout=scaled(300))
     finally:
+        if worker is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGCONT)
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
@@ -114,8 +124,9 @@ def _kill_follower_mid_run(orch: Orch, host: str, kills: int) -> tuple[dict[str,
 @pytest.mark.sshd
 @pytest.mark.parametrize("kills", [1, 2])
 def test_a_killed_follower_over_ssh_is_followed_again_and_the_run_completes(
-    two_hosts: tuple[Orch, list[Any]], kills: int
+    two_hosts: tuple[Orch, list[Any]], kills: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ORCH_WORKER_STOPPED_S", "3600")  # the test holds the worker (see _kill_follower_mid_run)
     orch, _ = two_hosts
     doc, store = _kill_follower_mid_run(orch, "gpu-a", kills)
     try:
@@ -126,7 +137,8 @@ def test_a_killed_follower_over_ssh_is_followed_again_and_the_run_completes(
         store.close()
 
 
-def test_a_killed_follower_on_a_local_host_is_followed_again(tmp_path: Path) -> None:
+def test_a_killed_follower_on_a_local_host_is_followed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ORCH_WORKER_STOPPED_S", "3600")
     orch = local_orch(tmp_path)
     doc, store = _kill_follower_mid_run(orch, "localhost", 1)
     try:
