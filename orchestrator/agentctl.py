@@ -84,7 +84,11 @@ def start_refused(host: Host, argv: list[str], doc: dict[str, Any], exit_status:
     return RemoteCommandError(host.name, argv[1:3], exit_status, why)
 
 
+SPOOL_TAMPERED_HINT = "something on the host wrote to the run's events.jsonl (only the agent may append to it)"
+
 _WRITE_HINTS = (  # the strerror(3) texts the agent's "cannot write PATH: ..." carries (glibc's wording)
+    # not an errno: the agent's Spool found its file truncated, removed or replaced under it (agent spool.py)
+    ("by something other than the agent", SPOOL_TAMPERED_HINT),
     ("No space left on device", "free space on the host, or point its orch_home: in the inventory at other storage"),
     ("Disk quota exceeded", "free space in the user's quota on the host, or point its orch_home: at other storage"),
     ("Read-only file system", "that filesystem is read-only on the host: point its orch_home: in the inventory at "
@@ -125,7 +129,7 @@ def spool_changed_error(host: Host, exc: RemoteCommandError, stored: int) -> Hos
     return HostError(
         host.name,
         f"{what}; the {stored} lines already stored are kept; nothing after them is trusted",
-        "something on the host wrote to the run's events.jsonl (only the agent may append to it): rerun the suite",
+        f"{SPOOL_TAMPERED_HINT}: rerun the suite",
     )
 
 

@@ -47,11 +47,15 @@ class SpoolWriteError(BaseException):
     could be recorded. A BaseException so that benches and the worker's per-case handlers, which catch Exception,
     do not swallow it; the worker records it as its reason for dying (see :mod:`.fatal`)."""
 
-    def __init__(self, path: str, exc: OSError) -> None:
-        name = errno.errorcode.get(exc.errno or 0, "")
-        super().__init__(f"cannot write {path}: {exc.strerror or exc} ({name or 'errno ' + str(exc.errno)})")
+    def __init__(self, path: str, exc: OSError | str) -> None:
+        if isinstance(exc, str):  # the spool changed under its writer (SpoolTampered)
+            super().__init__(f"cannot write {path}: {exc}")
+            self.errno = None
+        else:
+            name = errno.errorcode.get(exc.errno or 0, "")
+            super().__init__(f"cannot write {path}: {exc.strerror or exc} ({name or 'errno ' + str(exc.errno)})")
+            self.errno = exc.errno
         self.path = path
-        self.errno = exc.errno
 
 
 class Spool:
@@ -78,10 +82,25 @@ class Spool:
         self.close()
 
     def _position(self) -> tuple[int, int, bool]:
-        """``(size in bytes, lines, ends with a newline)`` of the spool now."""
-        size = os.fstat(self._fd).st_size
-        if self._known is not None and self._known[0] == size:
-            return size, self._known[1], self._known[2]
+        """``(size in bytes, lines, ends with a newline)`` of the spool now. Raises SpoolWriteError when the file
+        was removed or replaced (renamed over) since this appender opened it, or is shorter than what this
+        appender has seen (truncated): the lines already written, and their seqs, are gone from it, and going on
+        would number new lines from what is left — lines that a follower from the stored position would take for
+        the lost ones. Other writers only append (``cancel``'s ``done``), which is a larger size."""
+        st = os.fstat(self._fd)
+        size = st.st_size
+        if st.st_nlink == 0:
+            raise SpoolWriteError(self.path, "the spool was removed or replaced by something other than the agent; "
+                                  "its lines are no longer at this path")  # fmt: skip
+        if self._known is not None:
+            if self._known[0] == size:
+                return size, self._known[1], self._known[2]
+            if size < self._known[0]:
+                raise SpoolWriteError(
+                    self.path,
+                    f"the spool was truncated by something other than the agent ({self._known[0]} bytes, "
+                    f"{self._known[1]} lines, before; {size} bytes now); not numbering new lines from what is left",
+                )
         with open(self.path, "rb") as f:
             data = f.read()
         return len(data), count_lines(data), (not data or data.endswith(b"\n"))

@@ -99,11 +99,20 @@ print('v: %d' % n)
 """
 
 
-def test_a_spool_truncated_mid_run_is_one_error_naming_it(bed: tuple[Orch, SshdHost], tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["in place", "replaced"])
+def test_a_spool_changed_mid_run_is_one_error_naming_it_and_resume_stores_nothing_of_it(
+    bed: tuple[Orch, SshdHost], tmp_path: Path, how: str
+) -> None:
     """A tester truncated the spool in place while a suite ran (``head -n 3 events.jsonl > t; cat t >
     events.jsonl``): orch ingested a half line, five seq mismatches and 'the done line was not stored'. Now the
-    agent's follow sees the file shrink (or rewritten) and the host fails with that one error; the lines stored
-    before are kept. No timing: the tool's case 2 waits for a gate file the test creates after the truncation."""
+    agent's follow sees the file shrink (or rewritten, or replaced: ``mv t events.jsonl``) and the host fails with
+    that one error; the lines stored before are kept.
+
+    Then ``--resume``: the worker went on numbering its lines from what was left of the file (seq 0 again), and
+    resume, following from the stored position, stored them in place of the lost ones — real results, at wrong
+    positions, with the lines between them gone. Now the worker refuses to write to a spool changed under it and
+    resume names that, storing nothing more. No timing: the tool's case 2 waits for a gate file the test creates
+    after the change."""
     orch, host = bed
     gate = tmp_path / "gate"
     suites = _suite(tmp_path, "gated", GATED_TOOL.replace("GATE", repr(str(gate))), [1, 2, 3, 4])
@@ -120,9 +129,12 @@ def test_a_spool_truncated_mid_run_is_one_error_naming_it(bed: tuple[Orch, SshdH
         assert spool is not None, "case 1 was not stored within 180 s"
         head = b"".join(spool.read_bytes().splitlines(keepends=True)[:3])
         (tmp_path / "t").write_bytes(head)
-        with open(spool, "r+b") as f:  # cat t > events.jsonl: the same file, cut and written again
-            f.truncate(0)
-            f.write(head)
+        if how == "in place":
+            with open(spool, "r+b") as f:  # cat t > events.jsonl: the same file, cut and written again
+                f.truncate(0)
+                f.write(head)
+        else:
+            (tmp_path / "t").replace(spool)  # mv t events.jsonl (one filesystem: the test bed's home)
         gate.touch()
         out, err = proc.communicate(timeout=300)
     finally:
@@ -131,14 +143,32 @@ def test_a_spool_truncated_mid_run_is_one_error_naming_it(bed: tuple[Orch, SshdH
             proc.kill()
             proc.wait()
     assert proc.returncode == 1, err[-3000:]
-    [h] = json.loads(out)["hosts"]
+    doc = json.loads(out)
+    [h] = doc["hosts"]
     assert h["status"] == "failed" and (h["results"], h["errors"]) == (1, 0), h
     assert h["error"].startswith(f"the spool {spool} was "), h["error"]
-    assert "truncated (to " in h["error"] or "rewritten in place" in h["error"], h["error"]
+    if how == "in place":
+        assert "truncated (to " in h["error"] or "rewritten in place" in h["error"], h["error"]
+    else:
+        assert "replaced (another file is at its path now)" in h["error"], h["error"]
     assert "on the host while orch followed it" in h["error"]
     assert "the 4 lines already stored are kept; nothing after them is trusted" in h["error"], h["error"]
     for word in ("malformed", "claims seq", "done line was not stored"):
         assert word not in h["error"]
+
+    again = orch("run", "--resume", doc["run_id"], "--suite-dir", str(suites), "--json", timeout=300)
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    [h] = json.loads(again.stdout)["hosts"]
+    assert h["status"] == "failed" and (h["results"], h["errors"]) == (1, 0), h
+    said = "truncated by something other than the agent" if how == "in place" else "removed or replaced by something"
+    assert h["error"].startswith(f"the agent worker stopped: cannot write {spool}: the spool was {said}"), h["error"]
+    assert h["hint"].startswith("something on the host wrote to the run's events.jsonl"), h
+    store = Store.from_url(orch.db_url)
+    try:
+        assert [(r.seq, r.case["n"]) for r in store.results(doc["run_id"], limit=10).items] == [(2, 1)]
+        assert store.last_seq(doc["run_id"], "gpu-a") == 3
+    finally:
+        store.close()
 
 
 def _stored_last_seq(orch: Orch, spool: Path) -> int:

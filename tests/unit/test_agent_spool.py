@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from agents.orch_agent import spec as agent_spec
-from agents.orch_agent.spool import Spool, count_lines, find_done, iter_new_lines, read_lines
+from agents.orch_agent.spool import Spool, SpoolWriteError, count_lines, find_done, iter_new_lines, read_lines
 from agents.orch_agent.stats import percentile, summarize
 from agents.orch_agent.worker import describe_exception
 from orchestrator.protocol import parse_line
@@ -63,6 +63,56 @@ def test_concurrent_appends_never_share_a_seq(tmp_path: Path) -> None:
         sp.close()
     seqs = [json.loads(x)["seq"] for x in read_lines(str(path))]
     assert seqs == list(range(200))
+
+
+@pytest.mark.parametrize("keep", [0, 1, 2])
+def test_a_spool_truncated_under_its_writer_is_refused_not_renumbered(tmp_path: Path, keep: int) -> None:
+    """A tester truncated the spool mid-run: the worker numbered its next lines from what was left (seq 0 again),
+    and ``--resume``, following from the stored position, stored them as the lost lines. Now the next append
+    refuses, naming the truncation, and writes nothing; the same holds for a truncation kept at whole lines."""
+    path = tmp_path / "events.jsonl"
+    with Spool(str(path)) as sp:
+        for i in range(3):
+            sp.append("log", level="info", message=f"line {i}")
+        kept = b"".join(path.read_bytes().splitlines(keepends=True)[:keep])
+        with open(path, "r+b") as f:  # cat t > events.jsonl: the same file, cut
+            f.truncate(0)
+            f.write(kept)
+        size = path.stat().st_size
+        with pytest.raises(SpoolWriteError) as err:
+            sp.append("result", case_index=3, case={}, metrics={})
+        assert str(err.value).startswith(f"cannot write {path}: the spool was truncated by something other than "
+                                         f"the agent (")  # fmt: skip
+        assert f"3 lines, before; {size} bytes now); not numbering new lines from what is left" in str(err.value)
+        assert err.value.errno is None and path.read_bytes() == kept
+        assert sp.written == 3
+
+
+def test_a_spool_replaced_or_removed_under_its_writer_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "events.jsonl"
+    with Spool(str(path)) as sp:
+        sp.append("log", level="info", message="one")
+        (tmp_path / "new").write_bytes(b"")
+        (tmp_path / "new").replace(path)  # another file renamed over it
+        with pytest.raises(SpoolWriteError, match="the spool was removed or replaced by something other than the "
+                                                  "agent; its lines are no longer at this path"):  # fmt: skip
+            sp.append("log", level="info", message="two")
+        assert path.read_bytes() == b""
+    with Spool(str(path)) as sp:
+        sp.append("log", level="info", message="one")
+        path.unlink()
+        with pytest.raises(SpoolWriteError, match="removed or replaced"):
+            sp.append("log", level="info", message="two")
+        assert not path.exists()
+
+
+def test_a_spool_grown_by_another_writer_is_continued(tmp_path: Path) -> None:
+    """Growth is not tampering: ``cancel`` appends ``done`` beside a worker (both through Spool, under flock)."""
+    path = tmp_path / "events.jsonl"
+    with Spool(str(path)) as a, Spool(str(path)) as b:
+        assert a.append("log", level="info", message="one") == 0
+        assert b.append("log", level="info", message="two") == 1
+        assert a.append("log", level="info", message="three") == 2
 
 
 def test_count_lines_and_iter_new_lines(tmp_path: Path) -> None:
