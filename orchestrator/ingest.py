@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.linecheck import checked_fields
-from orchestrator.protocol import Event, case_fields, error_event, oversize_event, parse_line
+from orchestrator.protocol import JUDGED_KEY, Event, case_fields, error_event, oversize_event, parse_line
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
 from orchestrator.wording import counted
 
@@ -70,14 +70,20 @@ class SpoolLines:
                                kind="protocol")  # fmt: skip
         ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
         problem, cleaned = checked_fields(ev.type, ev.data)
+        extra: dict[str, Any] = {}
         if problem is not None and ev.type == "case_start":
             self._open = None  # which case is open is unknown until the next case_start
+        if problem is not None and ev.type == "result":
+            # The agent's own result line (its seq is its position), refused for a field (an integer metric past
+            # 2**53): the agent counted it as a result, and the reconciliation must too — the case failed, the
+            # store holds its line.
+            extra["info"] = {JUDGED_KEY: True, "error_kind": "invalid"}
         if problem is None and not (ev.type == "error" and ev.data.get("kind") == "protocol"):
             problem = self._case_order(ev)  # a line orch already refused says nothing about the cases
         if problem is None:
             return ev if cleaned is None else Event(ev.seq, ev.type, ev.ts, ev.v, ev.data, ev.plain, cleaned)
         return error_event(pos, f"agent line {pos} ({ev.type}): {problem}; its content is not trusted",
-                           kind="protocol", line_type=ev.type, **case_fields(ev.data))  # fmt: skip
+                           kind="protocol", line_type=ev.type, **case_fields(ev.data), **extra)  # fmt: skip
 
     def _case_order(self, ev: Event) -> str | None:
         ci = ev.case_index

@@ -35,6 +35,25 @@ import orjson
 PROTOCOL_VERSION = 1
 EVENT_TYPES = frozenset({"hello", "case_start", "result", "log", "error", "done"})
 METRIC_STAT_KEYS = ("median", "p10", "p90", "min", "max", "n")
+EXACT_INT_MAX = 2**53
+"""The largest magnitude up to which every integer is a double exactly (IEEE 754 binary64: a 53-bit significand).
+The store keeps every metric number (value, statistics, samples) as a double, so an integer metric past it would be
+stored with its low digits invented (2**63 - 1 as 9223372036854775808): one rule, for the agent's lines
+(``parse_metric``, ``store/compute.clean_metrics``) and for the parsers of tools' output (``parsers/base.py``),
+refuses such an integer instead. A float is taken as it is (it is a double already)."""
+JUDGED_KEY = "agent_result"
+"""``info`` key of an error row that orch made from the agent's ``result`` line (a suite's parser judged the tool's
+output, ``suites/command.py``, or the line's metrics broke the rules above, ``ingest.SpoolLines``): the agent counted
+it as a result, so the host's reconciliation (``ingest.reconcile``) counts it on the agent's results side — the
+line is stored, nothing is lost, the case failed. ``info.error_kind`` keeps why (``parse``, ``invalid``,
+``requests``), where the API and ``--json`` show it."""
+
+
+def inexact_int_problem(name: str, key: str, x: int) -> str:
+    """The sentence for an integer metric number past :data:`EXACT_INT_MAX` (``key``: value, a statistic, or
+    ``samples[]``)."""
+    return (f"metric {name!r}: {key} {x} is an integer past 2**53, which the store's numbers (IEEE 754 doubles) "
+            "cannot hold exactly; write it as a float (1.2e19) or in a larger unit")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -106,11 +125,14 @@ class Event:
 def _num(name: str, key: str, x: Any) -> float:
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         raise ValueError(f"metric {name!r}: {key} must be a finite number, got {x!r}")
+    if isinstance(x, int) and not -EXACT_INT_MAX <= x <= EXACT_INT_MAX:
+        raise ValueError(inexact_int_problem(name, key, x))
     return float(x)
 
 
 def parse_metric(name: str, m: Any) -> Metric:
-    """Validate one metric object; raises ValueError naming the metric and the bad field."""
+    """Validate one metric object; raises ValueError naming the metric and the bad field (an integer past
+    :data:`EXACT_INT_MAX` is one)."""
     if not isinstance(m, dict):
         raise ValueError(f"metric {name!r} must be an object with 'value' and 'unit'")
     if "value" not in m or "unit" not in m or not isinstance(m["unit"], str):

@@ -10,12 +10,13 @@ Paths are dotted: ``percentiles.99``, ``results.0.busbw`` (a list index is a num
 numbers or numeric strings (regex groups, written in ASCII: ``[+-]digits[.digits][e[+-]digits]``); booleans are
 not numbers.
 
-One rule for every parser's metrics (:func:`extract`), whatever the format wrote: an integer is kept whole and
-must lie in the signed 64-bit range [-2**63, 2**63-1] (``INT64_MIN``..``INT64_MAX``: the integers both stores
-keep as numbers; the store writes a larger one as text, and an integer metric there is then no number at all);
-a float must be finite (JSON ``NaN``, ``Infinity``, ``1e400``, and SGLang's ``request_rate: Infinity``, are
-not measurements). A metric whose value breaks the rule is a ParseError naming the metric and the value, never a
-silent miss and never a surprise in the store. A numeric string follows the same rule as the JSON number it
+One rule for every parser's metrics (:func:`extract`), whatever the format wrote, and the same rule the agent's
+own result lines follow (``protocol.EXACT_INT_MAX``): an integer must lie in [-2**53, 2**53] (``INT_MIN``..
+``INT_MAX``: the store keeps every metric number as a double, which holds those integers exactly and no larger
+range — 2**63 - 1 would be stored as 9223372036854775808, its low digits invented); a float must be finite
+(JSON ``NaN``, ``Infinity``, ``1e400``, and SGLang's ``request_rate: Infinity``, are not measurements). A metric
+whose value breaks the rule is a ParseError naming the metric and the value, never a silent miss and never a
+surprise in the store. A numeric string follows the same rule as the JSON number it
 spells: ``"12"`` is the integer 12, ``"12345678901234567890"`` is refused like the JSON integer, not read as
 the float 1.2345678901234567e+19 — a float would store a counter with its low digits invented, and the same
 output must give the same figure whether a suite reads it with ``json`` or ``regex``.
@@ -29,6 +30,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from orchestrator.protocol import EXACT_INT_MAX
 
 Record = Mapping[str, Any]
 
@@ -47,11 +50,11 @@ LINE_KEY = "_orch_line"
 
 
 class UnfitNumber(ParseError):
-    """A metric's value is a number that breaks the module's rule (an integer outside int64, a float that is not
+    """A metric's value is a number that breaks the module's rule (an integer past 2**53, a float that is not
     finite); the message names the value as the output wrote it."""
 
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1  # the integers a metric may be (see the module docstring)
+INT_MIN, INT_MAX = -EXACT_INT_MAX, EXACT_INT_MAX  # the integers a metric may be (see the module docstring)
 _INT_TEXT = re.compile(r"[+-]?[0-9]+")
 _FLOAT_TEXT = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _NONFINITE_TEXT = re.compile(r"[+-]?(?:nan|inf|infinity)", re.IGNORECASE)
@@ -69,7 +72,7 @@ def lookup(record: Record, path: str) -> float | None:
 def number_at(record: Record, path: str) -> float | None:
     """The number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), None when the
     path is absent or holds no number (a word, a list, a boolean). Raises :class:`UnfitNumber` when it holds a
-    number outside the module's rule: an integer beyond int64, NaN or an infinity (also as a numeric string)."""
+    number outside the module's rule: an integer past 2**53, NaN or an infinity (also as a numeric string)."""
     node: Any = record
     for part in path.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -91,10 +94,10 @@ def number_at(record: Record, path: str) -> float | None:
         else:
             return None
     if isinstance(node, int):  # kept whole (a count stays 12, not 12.0)
-        if INT64_MIN <= node <= INT64_MAX:
+        if INT_MIN <= node <= INT_MAX:
             return node
         raise UnfitNumber(
-            f"{shown}, an integer outside the signed 64-bit range [-2**63, 2**63-1] that a metric may hold "
+            f"{shown}, an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly "
             "(a figure that large is written as a float, 1.8e19, or in a larger unit)"
         )
     if isinstance(node, float):

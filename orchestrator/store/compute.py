@@ -14,6 +14,8 @@ from typing import Any
 
 import orjson
 
+from orchestrator.protocol import EXACT_INT_MAX, inexact_int_problem
+
 # Case parameters that do not change what is measured, only how often or with which random draw; two cases
 # that differ only in these are the same case for /compare.
 VOLATILE_CASE_KEYS = frozenset(
@@ -128,24 +130,29 @@ def clean_metrics(raw: Any) -> CleanMetrics:
 
     The ingest hot path: the same checks (``value`` finite, ``unit`` a string, stats finite, ``n`` a
     non-negative int, ``samples`` a list of finite numbers) without building ``Metric`` objects, about 3x
-    faster. Unknown keys are dropped, ``None`` stats omitted. Raises ValueError naming the metric and field.
+    faster. Unknown keys are dropped, ``None`` stats omitted. Raises ValueError naming the metric and field; an
+    integer past ``protocol.EXACT_INT_MAX`` is refused (a double would store it with invented low digits).
     """
     if not isinstance(raw, dict):
         raise ValueError("result event has no 'metrics' object")
     out: dict[str, dict[str, Any]] = {}
     samples_out: dict[str, list[float | int]] | None = None
-    isfinite, numbers = math.isfinite, _NUMBER_TYPES
+    isfinite, numbers, exact = math.isfinite, _NUMBER_TYPES, EXACT_INT_MAX
     for name, m in raw.items():
         # Inlined checks (no helper calls): this runs for every metric of every result ingested.
         value: Any = m.get("value") if isinstance(m, dict) else None
         if type(value) not in numbers or not isfinite(value) or not isinstance(m.get("unit"), str):
             raise ValueError(f"metric {name!r} needs a finite number 'value' and a string 'unit'")
+        if type(value) is int and not -exact <= value <= exact:
+            raise ValueError(inexact_int_problem(str(name), "value", value))
         d: dict[str, Any] = {"value": float(value), "unit": m["unit"]}
         for k in _STAT_KEYS:
             v = m.get(k)
             if v is not None:
                 if type(v) not in numbers or not isfinite(v):
                     raise ValueError(f"metric {name!r}: {k} must be a finite number, got {v!r}")
+                if type(v) is int and not -exact <= v <= exact:
+                    raise ValueError(inexact_int_problem(str(name), k, v))
                 d[k] = float(v)
         n = m.get("n")
         if n is not None:
@@ -156,8 +163,14 @@ def clean_metrics(raw: Any) -> CleanMetrics:
         if samples is not None:
             # set(map(type, ...)) runs in C: exact float/int (bool is an int subclass and is refused). sum() of
             # finite floats is finite unless it overflows; both cases reject only absurd input.
-            if not isinstance(samples, list) or not set(map(type, samples)) <= numbers or not isfinite(sum(samples)):
+            if not isinstance(samples, list) or not (kinds := set(map(type, samples))) <= numbers or not isfinite(
+                sum(samples)
+            ):
                 raise ValueError(f"metric {name!r}: samples must be a list of finite numbers")
+            if int in kinds:  # kept as the agent wrote them: an integer sample is a double too (EXACT_INT_MAX)
+                for x in samples:
+                    if type(x) is int and not -exact <= x <= exact:
+                        raise ValueError(inexact_int_problem(str(name), "samples[]", x))
             if samples_out is None:
                 samples_out = {}
             samples_out[str(name)] = samples

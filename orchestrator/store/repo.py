@@ -49,7 +49,7 @@ from orchestrator.analysis import roof
 from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict, too_noisy, wide_sides
 from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
 from orchestrator.ingest import done_record
-from orchestrator.protocol import Event
+from orchestrator.protocol import JUDGED_KEY, Event
 from orchestrator.store import compute, known
 from orchestrator.store.compute import RUN_REF_FORMS
 from orchestrator.store.models import (
@@ -499,8 +499,10 @@ class Store:
             try:
                 metrics, samples = ev.clean_metrics or compute.clean_metrics(ev.data.get("metrics"))
                 rows.append(_result_row(run_id, host, ev, "ok", metrics, samples, None))
-            except ValueError as exc:
-                rows.append(_result_row(run_id, host, ev, "error", {}, None, f"malformed result: {exc}"))
+            except ValueError as exc:  # the agent counted it as a result (protocol.JUDGED_KEY)
+                row = _result_row(run_id, host, ev, "error", {}, None, f"malformed result: {exc}")
+                row["info"] = {**(row["info"] or {}), JUDGED_KEY: True, "error_kind": "invalid"}
+                rows.append(row)
         elif ev.type == "error":
             message = str(d.get("message", "error"))
             rows.append(_result_row(run_id, host, ev, "error", {}, None, message))
@@ -689,9 +691,11 @@ class Store:
 
     def judged_errors(self, run_id: str, host: str) -> int:
         """How many of the host run's error rows orch made from the agent's result lines (``info.agent_result``,
-        set by ``suites/command.py`` when a parser or the request counts judged a tool's output): the agent
-        counted them as results, and ``ingest.reconcile`` counts them so."""
-        flag = Result.info["agent_result"].as_boolean()
+        ``protocol.JUDGED_KEY``: set by ``suites/command.py`` when a parser or the request counts judged a tool's
+        output, by ``ingest.SpoolLines`` when a result line's fields broke the protocol's rules, and by
+        :meth:`_apply` for a malformed result): the agent counted them as results, and ``ingest.reconcile`` counts
+        them so."""
+        flag = Result.info[JUDGED_KEY].as_boolean()
         with self._read() as s:
             q = select(func.count()).where(
                 Result.run_id == run_id, Result.host == host, Result.status == "error", flag.is_(True)

@@ -30,7 +30,7 @@ from typing import Any
 
 from orchestrator.errors import SuiteError
 from orchestrator.parsers import PARSERS, InvalidMeasurement, ParseError, RequestCounts, extract
-from orchestrator.protocol import Event, Metric, parse_metric
+from orchestrator.protocol import JUDGED_KEY, Event, Metric, parse_metric
 from orchestrator.suites.secrets import redact_env
 
 BUILD_TOKEN = "{orch_build}"
@@ -467,14 +467,6 @@ def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutc
     data["metrics"] = {k: m.to_dict() for k, m in metrics.items()}
     data["info"] = info
     return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
-
-
-JUDGED_KEY = "agent_result"
-"""``info`` key of an error row that orch made from the agent's ``result`` line (its parser or request counts
-judged the output): the agent counted it as a result, so the host's reconciliation (``ingest.reconcile``)
-counts it on the agent's results side — the line is stored, nothing is lost, the case failed. ``info.error_kind``
-keeps the event's kind (``parse``, ``invalid``, ``requests``) in the stored row, where the API and ``--json``
-show it."""
 
 
 def _judged_error(ev: Event, err: dict[str, Any]) -> Event:

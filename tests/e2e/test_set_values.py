@@ -21,7 +21,7 @@ command: [echo, "v: {n} {x}"]
 params:
   n: {type: int, default: 1, help: "a count"}
   x: {type: float, default: 1.5, help: "a factor"}
-parser: {name: regex, pattern: 'v: (?P<v>\\S+)'}
+parser: {name: regex, pattern: 'v: \\S+ (?P<v>\\S+)'}  # x: n may be past what a metric holds (2**53)
 metrics:
   v: {unit: ms}
 """

@@ -327,8 +327,9 @@ def test_request_counts_that_are_counts() -> None:
 def test_lookup_keeps_integers_and_refuses_huge_ones() -> None:
     assert lookup({"a": 12}, "a") == 12 and type(lookup({"a": 12}, "a")) is int
     assert lookup({"a": 10**400}, "a") is None
-    assert lookup({"a": 2**63 - 1}, "a") == 2**63 - 1 and lookup({"a": -(2**63)}, "a") == -(2**63)
-    assert lookup({"a": 2**63}, "a") is None and lookup({"a": -(2**63) - 1}, "a") is None  # the off-by-one
+    assert lookup({"a": 2**53}, "a") == 2**53 and lookup({"a": -(2**53)}, "a") == -(2**53)
+    assert lookup({"a": 2**53 + 1}, "a") is None and lookup({"a": -(2**53) - 1}, "a") is None  # the off-by-one
+    assert lookup({"a": 2**63 - 1}, "a") is None  # a double would store it as 9223372036854775808
     assert lookup({"a": "12.5"}, "a") == 12.5
     assert lookup({"a": float("nan")}, "a") is None
 
@@ -476,9 +477,9 @@ def test_a_negative_average_bus_bandwidth_is_a_parse_error() -> None:
         NCCL.parse(bad, None, {"size_bytes": MIB})
 
 
-# -- 4. one rule for every parser: an integer metric within int64, a float finite ------------------------------
+# -- 4. one rule for every parser: an integer metric within +-2**53 (a double holds it exactly), a float finite -
 
-_INT_RULE = "an integer outside the signed 64-bit range [-2**63, 2**63-1] that a metric may hold"
+_INT_RULE = "an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly"
 _NOT_FINITE = "not a finite number (NaN, an infinity, or past float's range): no measurement"
 
 
@@ -494,9 +495,10 @@ def _generic(parser: str) -> Any:
 @pytest.mark.parametrize("parser", ["json", "jsonl", "regex"])
 @pytest.mark.parametrize(
     ("written", "value"),
-    [("9223372036854775807", 2**63 - 1), ("-9223372036854775808", -(2**63)), ("12", 12), ("1.5e3", 1500.0)],
+    [("9007199254740992", 2**53), ("-9007199254740992", -(2**53)), ("12", 12), ("1.5e3", 1500.0),
+     ("9.223372036854775807e18", 9.223372036854775807e18)],  # a float is a double already: taken as written
 )
-def test_the_int64_edges_are_metrics_in_every_generic_parser(parser: str, written: str, value: float) -> None:
+def test_the_exact_integer_edges_are_metrics_in_every_generic_parser(parser: str, written: str, value: float) -> None:
     text = f"v={written}" if parser == "regex" else f'{{"v": {written}}}'
     got = parse_case(_generic(parser), [text]).metrics["v"].value
     assert got == value and type(got) is type(value)  # "12" is the integer 12 in regex as in JSON
@@ -506,6 +508,9 @@ def test_the_int64_edges_are_metrics_in_every_generic_parser(parser: str, writte
 @pytest.mark.parametrize(
     ("written", "shown", "why"),
     [
+        ("9007199254740993", "9007199254740993", _INT_RULE),  # 2**53 + 1: stored as ...992 before
+        ("-9007199254740993", "-9007199254740993", _INT_RULE),
+        ("9223372036854775807", "9223372036854775807", _INT_RULE),  # int64's largest: stored as 2**63 before
         ("9223372036854775808", "9223372036854775808", _INT_RULE),  # 2**63: the json parser took it
         ("-9223372036854775809", "-9223372036854775809", _INT_RULE),  # regex stored these three as floats
         ("18446744073709551616", "18446744073709551616", _INT_RULE),

@@ -45,25 +45,26 @@ def test_a_selecting_format_gets_the_case_or_an_empty_one() -> None:
 
 
 def test_number_at_follows_one_rule_for_json_numbers_and_numeric_strings() -> None:
-    """Integers within int64 whole, floats finite, numeric strings (ASCII) read as the JSON number they spell."""
-    from orchestrator.parsers.base import INT64_MAX, INT64_MIN, UnfitNumber, number_at
+    """Integers within +-2**53 whole, floats finite, numeric strings (ASCII) read as the JSON number they spell."""
+    from orchestrator.parsers.base import INT_MAX, INT_MIN, UnfitNumber, number_at
 
-    assert (INT64_MIN, INT64_MAX) == (-(2**63), 2**63 - 1)
-    for value, want in ((INT64_MAX, INT64_MAX), (INT64_MIN, INT64_MIN), ("9223372036854775807", INT64_MAX),
-                        ("-9223372036854775808", INT64_MIN), (" +12 ", 12), ("12", 12), ("-.5", -0.5),
+    assert (INT_MIN, INT_MAX) == (-(2**53), 2**53)
+    for value, want in ((INT_MAX, INT_MAX), (INT_MIN, INT_MIN), ("9007199254740992", INT_MAX),
+                        ("-9007199254740992", INT_MIN), (" +12 ", 12), ("12", 12), ("-.5", -0.5),
                         ("1.", 1.0), ("1.5E+3", 1500.0), (2.5, 2.5)):  # fmt: skip
         got = number_at({"a": value}, "a")
         assert got == want and type(got) is type(want), (value, got)
     for value in (True, None, "abc", "", "1_000", "\u0661", "0x10", [1], {"b": 1}, "1e", "--1"):
         assert number_at({"a": value}, "a") is None, value
-    for value, shown in ((2**63, "9223372036854775808"), (INT64_MIN - 1, "-9223372036854775809"),
+    for value, shown in ((2**63, "9223372036854775808"), (INT_MIN - 1, "-9007199254740993"),
+                         (INT_MAX + 1, "9007199254740993"), (2**63 - 1, "9223372036854775807"),
                          ("9223372036854775808", "9223372036854775808"),
-                         (" -9223372036854775809", "-9223372036854775809")):  # fmt: skip
+                         (" -9007199254740993", "-9007199254740993")):  # fmt: skip
         try:
             number_at({"a": value}, "a")
         except UnfitNumber as exc:
             assert str(exc) == (
-                f"{shown}, an integer outside the signed 64-bit range [-2**63, 2**63-1] that a metric may hold "
+                f"{shown}, an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly "
                 "(a figure that large is written as a float, 1.8e19, or in a larger unit)"
             )
         else:
@@ -88,6 +89,6 @@ def test_extract_names_the_metric_and_path_of_an_unfit_value_and_never_falls_bac
         try:
             extract([{"x": 1}, {"x": 2**64}], paths)
         except UnfitNumber as exc:
-            assert str(exc).startswith(f"{where} in the output is 18446744073709551616, an integer outside")
+            assert str(exc).startswith(f"{where} in the output is 18446744073709551616, an integer past 2**53")
         else:
             raise AssertionError("an unfit last value fell back to an earlier record")

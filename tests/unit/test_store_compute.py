@@ -17,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from orchestrator.protocol import parse_metric
 from orchestrator.store import compute as c
 
 # 2023-11-14T22:13:20.123456789Z: 1_700_000_000_123 ms = 0x018bcfe5687b
@@ -213,6 +214,38 @@ def test_clean_metrics_refuses_with_the_metric_and_field(raw: Any, message: str)
     with pytest.raises(ValueError) as exc:
         c.clean_metrics(raw)
     assert str(exc.value).startswith(message)
+
+
+_PAST = 2**53 + 1
+_INEXACT = "is an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly"
+
+
+@pytest.mark.parametrize(
+    ("metric", "said"),
+    [
+        ({"value": _PAST, "unit": "B"}, f"metric 'b': value {_PAST} {_INEXACT}"),
+        ({"value": -_PAST, "unit": "B"}, f"metric 'b': value -{_PAST} {_INEXACT}"),
+        ({"value": 1.0, "unit": "B", "median": _PAST}, f"metric 'b': median {_PAST} {_INEXACT}"),
+        ({"value": 1.0, "unit": "B", "p10": -_PAST}, f"metric 'b': p10 -{_PAST} {_INEXACT}"),
+        ({"value": 1.0, "unit": "B", "samples": [1.5, _PAST]}, f"metric 'b': samples[] {_PAST} {_INEXACT}"),
+        ({"value": 1.0, "unit": "B", "samples": [-_PAST, 2]}, f"metric 'b': samples[] -{_PAST} {_INEXACT}"),
+    ],
+)
+def test_an_integer_past_2_53_is_refused_alike_by_clean_metrics_and_parse_metric(metric: Any, said: str) -> None:
+    """One rule (protocol.EXACT_INT_MAX) on the ingest hot path and in the protocol's own parser."""
+    for check in (lambda: c.clean_metrics({"b": metric}), lambda: parse_metric("b", metric)):
+        with pytest.raises(ValueError) as exc:
+            check()
+        assert str(exc.value) == f"{said}; write it as a float (1.2e19) or in a larger unit"
+
+
+def test_the_exact_integer_edges_and_large_floats_are_metrics() -> None:
+    edge = {"value": 2**53, "unit": "B", "min": -(2**53), "samples": [2**53, -(2**53), 1e300]}
+    metrics, samples = c.clean_metrics({"b": edge})
+    assert metrics["b"]["value"] == 2**53 and metrics["b"]["min"] == -(2**53)
+    assert samples == {"b": [2**53, -(2**53), 1e300]}
+    assert parse_metric("b", edge).value == 2**53
+    assert c.clean_metrics({"b": {"value": 9.3e18, "unit": "B"}})[0]["b"]["value"] == 9.3e18  # a float is taken
 
 
 def test_volatile_keys_and_limits() -> None:
