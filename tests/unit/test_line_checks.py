@@ -70,6 +70,21 @@ def test_a_metric_statistic_that_is_a_string_is_one_error_row() -> None:
     assert [e.type for e in events[3:]] == ["case_start", "result", "case_start", "result", "done"]
 
 
+def test_a_refused_result_line_is_counted_as_the_agents_result_and_no_other_refused_line_is() -> None:
+    """protocol.JUDGED_KEY on the error of a result line refused for a field (the agent counted it as a result:
+    the reconciliation must too); not on a refused case_start, nor on a result refused for the case order (a line
+    the agent would not have written)."""
+    lines = echo_spool()
+    lines[2] = _result(2, 0, metrics={"wall_ms": {"value": 2**53 + 1, "unit": "ms"}})
+    lines[3] = _line(3, "case_start", case_index="1", case={"t": 2})
+    lines[6] = _result(6, 0)  # case 0 again: a second result for it
+    events = _events(lines)
+    assert [(e.seq, e.type) for e in events if e.type == "error"] == [(2, "error"), (3, "error"), (6, "error")]
+    assert events[2].data["info"] == {"agent_result": True, "error_kind": "invalid"}
+    assert "metric 'wall_ms': value 9007199254740993 is an integer past 2**53" in events[2].data["message"]
+    assert "info" not in events[3].data and "info" not in events[6].data
+
+
 @pytest.mark.parametrize(
     ("metrics", "says"),
     [

@@ -390,3 +390,16 @@ def test_an_oversize_line_is_one_protocol_error_naming_its_size_cap_and_claimed_
         "kind": "protocol",
         "line_bytes": 3_000_000,
     }
+
+
+@pytest.mark.parametrize("key", ["value", "median", "p10", "p90", "min", "max"])
+def test_parse_metric_takes_integers_a_double_holds_and_refuses_the_next_ones(key: str) -> None:
+    """protocol.EXACT_INT_MAX: +-2**53 are metrics; +-(2**53 + 1) would be stored as +-2**53."""
+    for edge in (2**53, -(2**53)):
+        m = parse_metric("b", {"value": 1.0, "unit": "B", key: edge, "samples": [edge, 1]})
+        assert getattr(m, key) == edge and m.samples == [edge, 1.0]
+    for past in (2**53 + 1, -(2**53) - 1):
+        with pytest.raises(ValueError, match=rf"^metric 'b': {key} {past} is an integer past 2\*\*53, which"):
+            parse_metric("b", {"value": 1.0, "unit": "B", key: past})
+        with pytest.raises(ValueError, match=rf"^metric 'b': samples\[\] {past} is an integer past 2\*\*53"):
+            parse_metric("b", {"value": 1.0, "unit": "B", "samples": [1.0, past]})
