@@ -117,6 +117,8 @@ def done_record(ev: Event) -> dict[str, Any]:
     reason = ev.data.get("reason")
     if isinstance(reason, str) and reason:  # the agent stopped early and says why (e.g. its spool's disk is full)
         out["reason"] = reason
+    if ev.data.get("stopped_by") == "sigterm":  # a SIGTERM from outside orch, not orch cancel (agent worker.py)
+        out["stopped_by"] = "sigterm"
     return out
 
 
@@ -146,12 +148,19 @@ def reconcile(done: Mapping[str, Any], *, done_seq: int, results: int, errors: i
     return problems
 
 
+TERMINATED_HINT = (
+    "the lines it wrote before are kept; orch run --resume cannot continue a terminated worker: rerun the suite "
+    "(find who sent the SIGTERM on the host: journalctl, a watchdog, systemd-oomd)"
+)
+
+
 @dataclass(frozen=True)
 class HostVerdict:
     """A host's end of a run. ``status``: completed | partial (some cases failed) | failed | cancelled."""
 
     status: str
     error: str | None = None
+    hint: str | None = None
 
     @property
     def stored_status(self) -> str:
@@ -176,7 +185,8 @@ def host_verdict(
     problems = reconcile(done, done_seq=done_seq, results=results, errors=errors, judged=judged)
     reason = done.get("reason")
     if isinstance(reason, str) and reason:
-        return HostVerdict("failed", "; ".join([reason, *problems]))
+        hint = TERMINATED_HINT if done.get("stopped_by") == "sigterm" else None
+        return HostVerdict("failed", "; ".join([reason, *problems]), hint)
     if problems:
         return HostVerdict("failed", "; ".join(problems) + " (the store does not hold what the agent wrote)")
     failed = f"{counted(errors, 'case')} failed" + (f": {first_error[:300]}" if first_error else "")

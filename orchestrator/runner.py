@@ -627,7 +627,7 @@ class _HostRun:
         verdict, results, errors = await self.r.stored_verdict(name)
         await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error)
         self.r.observer.host_state(name, verdict.status, verdict.error or "")
-        return HostOutcome(name, verdict.status, results, errors, verdict.error)
+        return HostOutcome(name, verdict.status, results, errors, verdict.error, verdict.hint)
 
     async def cancel_remote(self) -> None:
         """``agent cancel`` where the agent was started. The run's ``ssh -G`` answers are reused: a Ctrl-C hits

@@ -26,9 +26,10 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
 - ``slurm-task --spec FILE``: inside a Slurm job step, this node's worker in the foreground (``slurm_task.py``).
 - ``follow ... --no-worker-check``: follow until ``done`` without judging the worker's liveness, which only its
   own machine can tell (a Slurm node's spool followed from the login node; orch watches the job instead).
-- ``cancel RUN_ID``: SIGTERM the worker's process group, then SIGKILL everything left in its session (the
-  benchmark commands' groups included) after 10 s; write ``done`` (cancelled) if the worker could not; prints
-  ``{"run_id", "was_running", "killed"}``.
+- ``cancel RUN_ID``: leave the run's ``cancel`` marker (a SIGTERM without it is one from outside orch, which the
+  worker reports as a failure), SIGTERM the worker's process group, then SIGKILL everything left in its session
+  (the benchmark commands' groups included) after 10 s; write ``done`` (cancelled) if the worker could not;
+  prints ``{"run_id", "was_running", "killed"}``.
 - ``status RUN_ID``: ``{"run_id", "host", "state": running|finished|dead|unknown, "pid", "lines", "done"}``.
 - ``logs RUN_ID [--case N] [--parsed]``: the full outputs a ``command`` run kept on the host
   (``benches/command.py``): ``{"run_id", "host", "cases": [{"case_index", "runs": [{"run", "stdout"|"stderr"|
@@ -431,6 +432,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     ours = pid is not None and (was_running or not pid_alive(pid))
     killed = False
     if pid is not None and ours and (was_running or group_alive(pid) or session_members(pid)):
+        rd.mark_cancel("agent cancel")  # first: the worker reads a SIGTERM without it as one from outside orch
         try:
             os.killpg(pid, signal.SIGTERM)  # the worker's own group (not its commands'): it stops them itself
         except ProcessLookupError:

@@ -85,6 +85,31 @@ class RunDir:
     def pid_path(self) -> str:
         return os.path.join(self.path, "pid")
 
+    @property
+    def cancel_path(self) -> str:
+        """``cancel``: written by ``agent cancel`` before it sends SIGTERM (and by ``slurm-task`` at the start: in
+        a job step SIGTERM is Slurm's stop, which orch reads from sacct), so the worker tells a cancel from a
+        SIGTERM sent from outside orch (an admin's kill, a watchdog, systemd-oomd), which it reports as a failure
+        (``done`` status failed, ``stopped_by: "sigterm"``), not as a cancel."""
+        return os.path.join(self.path, "cancel")
+
+    def mark_cancel(self, by: str) -> None:
+        """Leave the ``cancel`` marker (``by``: who cancels, one line); best effort: a run directory that cannot
+        be written still gets its SIGTERM (the worker then reports it as one from outside orch)."""
+        try:
+            fd = os.open(self.cancel_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        except OSError:
+            return
+        try:
+            os.write(fd, f"{by} pid {os.getpid()}\n".encode())
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    def cancel_marked(self) -> bool:
+        return os.path.exists(self.cancel_path)
+
     def exists(self) -> bool:
         return os.path.isdir(self.path)
 

@@ -51,6 +51,9 @@ def prepare(spec: dict[str, Any], orch_home: str | None, host: str) -> RunDir:
     if os.path.exists(rd.spool):
         raise ValueError(f"{rd.spool} exists: this node's part of run {spec['run_id']} was started before")
     fatal.reserve(rd.reason_path)
+    # Inside a job step SIGTERM is Slurm's stop (scancel, orch cancel, the time limit, preemption), which orch
+    # reads from sacct: the worker reports it as a cancel, not as a SIGTERM from outside orch (runs.cancel_path).
+    rd.mark_cancel("slurm-task: Slurm's SIGTERM")
     _write(rd.spec_path, json.dumps(spec, sort_keys=True).encode("utf-8"))
     return rd
 

@@ -2,8 +2,11 @@
 
 Event order: ``hello``, then per case ``case_start`` and ``result`` or ``error``, ``log`` lines in between,
 and finally ``done`` (fsync'ed) with ``status`` completed (every case ran; some may have errored), failed (the
-spec was bad, the run broke, or every case errored) or cancelled (SIGTERM). SIGTERM interrupts the running
-case at once; the worker still writes ``done`` before it exits.
+spec was bad, the run broke, or every case errored) or cancelled (SIGTERM after ``agent cancel`` left the run's
+``cancel`` marker, :attr:`.runs.RunDir.cancel_path`). A SIGTERM without that marker came from outside orch (an
+admin's ``kill``, a watchdog, systemd-oomd): ``done`` is then ``failed`` with :data:`TERMINATED` as its ``reason``
+and ``"stopped_by": "sigterm"``, never read as the user's cancel. SIGTERM interrupts the running case at once; the
+worker still writes ``done`` before it exits.
 
 Before the first event the worker forks its guardian (:mod:`.reaper`: nothing it starts outlives it). When it
 dies of an error it cannot put in the spool — the spool itself cannot be written (disk full, I/O error), or the
@@ -29,6 +32,12 @@ from .spool import Spool, SpoolWriteError
 
 class Cancelled(BaseException):
     """Raised from the SIGTERM handler while a case runs; a BaseException so benches do not swallow it."""
+
+
+TERMINATED = (
+    "the agent worker was terminated by SIGTERM from outside orch (not orch cancel: an admin's kill, a watchdog, "
+    "systemd-oomd)"
+)
 
 
 def describe_exception(exc: BaseException, tail_lines: int = 6) -> str:
@@ -100,10 +109,14 @@ def _guarded(rd: RunDir) -> int:
 
 
 def _run(rd: RunDir) -> int:
-    flags = {"interruptible": False, "cancelled": False}
+    flags = {"interruptible": False, "cancelled": False, "terminated": False}
 
     def on_term(signum: int, frame: Any) -> None:
-        flags["cancelled"] = True
+        # agent cancel leaves the marker before it signals; the first SIGTERM decides which stop this is
+        if not flags["terminated"] and rd.cancel_marked():
+            flags["cancelled"] = True
+        elif not flags["cancelled"]:
+            flags["terminated"] = True
         if flags["interruptible"]:
             flags["interruptible"] = False
             raise Cancelled()
@@ -152,7 +165,7 @@ def _run(rd: RunDir) -> int:
             )
             bench = load(spec["bench"])
             for i, case in enumerate(cases):
-                if flags["cancelled"]:
+                if flags["cancelled"] or flags["terminated"]:
                     raise Cancelled()
                 spool.append("case_start", case_index=i, case=case)
                 ctx.case_index = i
@@ -191,6 +204,9 @@ def _run(rd: RunDir) -> int:
             status, reason = "failed", f"the agent worker stopped: {exc}"
             raise
         except Cancelled:
+            if flags["terminated"]:
+                spool.append("log", level="error", message=TERMINATED)
+                return 1
             status = "cancelled"
             spool.append("log", level="warning", message="cancelled by SIGTERM")
             return 0
@@ -201,8 +217,13 @@ def _run(rd: RunDir) -> int:
             return 1
         finally:
             flags["interruptible"] = False
+            extra: dict[str, Any] = {}
             if flags["cancelled"] and reason is None:
                 status = "cancelled"
+            elif flags["terminated"] and reason is None:
+                status, reason = "failed", TERMINATED
+                extra["stopped_by"] = "sigterm"
             # lines: every line before done (the worker is the spool's only writer until done)
             counts_doc = {"lines": spool.written, **counts}
-            spool.append("done", fsync=True, status=status, counts=counts_doc, **({"reason": reason} if reason else {}))
+            spool.append("done", fsync=True, status=status, counts=counts_doc,
+                         **({"reason": reason} if reason else {}), **extra)  # fmt: skip
