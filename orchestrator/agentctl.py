@@ -126,6 +126,9 @@ def spool_changed_error(host: Host, exc: RemoteCommandError, stored: int) -> Hos
     One error, not a cascade of half lines and seq mismatches."""
     said = agent_error_doc(exc.stderr).get("error")
     what = said if isinstance(said, str) and said else "the spool was changed on the host while orch followed it"
+    if " was removed on the host" in what:  # agent spool.py SpoolCursor: moved or deleted, not written to
+        path = agent_error_doc(exc.stderr).get("path")
+        return spool_gone_error(host, path if isinstance(path, str) and path else "events.jsonl")
     return HostError(
         host.name,
         f"{what}; the {stored} lines already stored are kept; nothing after them is trusted",
@@ -149,9 +152,14 @@ def stopped_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> Ho
 
 
 def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostError:
-    """The host's error for ``follow``'s exit 3 (the worker exited without writing ``done``)."""
-    reason = agent_error_doc(exc.stderr).get("reason")
+    """The host's error for ``follow``'s exit 3 (the worker exited without writing ``done``): its recorded reason;
+    the spool moved or deleted on the host (code ``spool_gone``: not a death, the lines are elsewhere); else a
+    kill from outside that left no reason."""
+    doc = agent_error_doc(exc.stderr)
+    reason = doc.get("reason")
     where = run_dir_text(host, run_id)
+    if doc.get("code") == "spool_gone":
+        return spool_gone_error(host, str(doc.get("path") or f"{where}events.jsonl"))
     if isinstance(reason, str) and reason:
         hint = (
             f"{write_hint(reason)}; then rerun the suite"
@@ -164,6 +172,24 @@ def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostE
         f"the agent worker exited without finishing and recorded no reason (see {where}worker.log on the host)",
         "it was killed from outside (the OOM killer, a kill -9): check the host's memory and dmesg; rerun the suite",
     )
+
+
+def spool_gone_text(path: str) -> str:
+    """The one wording for a run's spool that is not on the host any more (``path``: as the host or the user
+    names it)."""
+    return f"the run's spool {path} is gone from the host (moved or deleted)"
+
+
+SPOOL_GONE_HINT = (
+    "put it back at that path and run orch run --resume again, or import a copy with orch runs import SPOOL --host "
+)
+
+
+def spool_gone_error(host: Host, path: str) -> HostError:
+    """The host's error when the run's spool is gone from the host: the lines stored are kept, the rest can be
+    collected from the spool where it went (put back, or ``orch runs import``)."""
+    return HostError(host.name, f"{spool_gone_text(path)}; the lines already stored are kept",
+                     SPOOL_GONE_HINT + host.name)  # fmt: skip
 
 
 async def with_full_outputs(t: Transport, agent: list[str], host: Host, run_id: str, ev: Event) -> Event:

@@ -153,11 +153,12 @@ class StartNow:
 
 
 def reattach_plan(
-    agent_state: str, *, started: bool, last_seq: int, run_id: str, host: str
+    agent_state: str, *, started: bool, last_seq: int, run_id: str, host: str, spool: str = "events.jsonl"
 ) -> Reattach | Lost | StartNow:
     """On resume, what to do with a host whose done line is not stored. ``agent_state``: the ``state`` of the
     agent's ``status RUN_ID`` answer (:data:`AGENT_UNKNOWN_RUN` when the host has no such run); ``started``: the
-    store says the agent was started there; ``last_seq``: the last stored position (-1: none).
+    store says the agent was started there; ``last_seq``: the last stored position (-1: none); ``spool``: the run's
+    spool on the host as the user would type it (``~/.orch/runs/RUN_ID/HOST/events.jsonl``).
 
     A run the agent knows (running or finished) is followed from the first line not stored; a run it does not
     know is :class:`Lost` when it was started (its spool is gone), else :class:`StartNow`."""
@@ -167,7 +168,7 @@ def reattach_plan(
     if not started:
         return StartNow(from_seq)
     return Lost(
-        f"the run's spool is gone on the host (no run {run_id} under its orch home): "
+        f"the run's spool {spool} is gone from the host (moved or deleted; no run {run_id} under its orch home): "
         f"the lines after the {from_seq} stored cannot be collected",
         "if the spool was copied off the host, orch runs import SPOOL --host " + host,
     )

@@ -935,7 +935,7 @@ class Runner:
             status = {"state": AGENT_UNKNOWN_RUN} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)
             last_seq = await self.writer.call(self.store.last_seq, self.run_id, name)
             plan = reattach_plan(str(status.get("state")), started=started, last_seq=last_seq, run_id=self.run_id,
-                                 host=name)  # fmt: skip
+                                 host=name, spool=run_dir_text(hr.host, self.run_id) + "events.jsonl")  # fmt: skip
             if isinstance(plan, Lost):
                 raise plan.error(name)
             if isinstance(plan, Reattach):

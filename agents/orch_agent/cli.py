@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a different
 spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see ``leases.py``); 3 the worker
-died without writing ``done`` (``follow``, ``start`` of such a run); 4 no such run; 5 the run's directory cannot be
+died without writing ``done`` (``follow``, ``start`` of such a run; code ``spool_gone`` with its ``path`` when
+the spool itself is not there: moved or deleted); 4 no such run; 5 the run's directory cannot be
 written (disk full, I/O error; the message names the path); 6 ``follow``: the spool was truncated, replaced or
 rewritten under it (code ``spool_changed``, naming it); 7 ``follow``: the worker has been stopped (SIGSTOP, a
 debugger, a suspended job) for ``--stopped-limit-s`` (code ``worker_stopped``, with its ``pid`` and ``stopped_s``;
@@ -381,6 +382,13 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, 
                 return EXIT_OK
             # `start` may not have written the pid file yet.
             starting = rd.pid() is None and time.time() - os.stat(rd.path).st_mtime < 5.0
+            if not starting and not os.path.exists(rd.spool):  # not a death to explain: the lines are elsewhere
+                raise CliError(
+                    f"the run's spool {rd.spool} is gone from the host (moved or deleted)",
+                    "spool_gone",
+                    EXIT_DEAD,
+                    {"run_id": rd.run_id, "pid": rd.pid(), "lines": cursor.line, "path": rd.spool},
+                )
             if not starting:
                 raise CliError(
                     "agent worker exited without finishing",

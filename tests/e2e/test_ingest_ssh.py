@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -242,7 +243,25 @@ def test_resume_says_per_host_when_the_spool_is_gone(bed: tuple[Orch, SshdHost])
     shutil.rmtree(host.home / ".orch" / "runs" / rid)
     doc = _collect(orch, rid, 1)
     h = doc["hosts"][0]
-    assert h["status"] == "failed" and "spool is gone on the host" in h["error"], doc
+    spool_text = f"the run's spool ~/.orch/runs/{rid}/{host.name}/events.jsonl is gone from the host (moved or deleted"
+    assert h["status"] == "failed" and spool_text in h["error"] and "OOM" not in h["hint"], doc
+
+
+def test_resume_of_a_run_whose_spool_was_moved_names_it_not_the_oom_killer(bed: tuple[Orch, SshdHost]) -> None:
+    """Only events.jsonl moved away (the run directory, its spec and the dead worker's pid are left): before, the
+    agent's follow found no spool and a dead worker and orch blamed a kill from outside (the OOM killer)."""
+    orch, host = bed
+    rid = _plant(orch, host, _spool([_result(1, 1), _result(2, 2)]))
+    run_dir = host.home / ".orch" / "runs" / rid / host.name
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that names no live worker (the agent also checks the worker's command line)
+    (run_dir / "pid").write_text(f"{gone.pid}\n")
+    (run_dir / "events.jsonl").rename(run_dir / "events.jsonl.moved")
+    doc = _collect(orch, rid, 1)
+    h = doc["hosts"][0]
+    assert h["status"] == "failed", doc
+    assert f"the run's spool {run_dir / 'events.jsonl'} is gone from the host (moved or deleted)" in h["error"], h
+    assert "OOM" not in h["error"] + h["hint"] and "orch runs import" in h["hint"], h
 
 
 def _has_runs(store: Store) -> bool:

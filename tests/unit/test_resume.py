@@ -158,10 +158,10 @@ def test_a_run_the_agent_knows_is_followed_from_the_first_line_not_stored(state:
 
 
 def test_a_started_run_whose_spool_is_gone_is_lost_with_the_count_stored_and_the_import_hint() -> None:
-    plan = reattach_plan("unknown", started=True, last_seq=41, run_id=RUN, host="gpu-b")
+    plan = reattach_plan("unknown", started=True, last_seq=41, run_id=RUN, host="gpu-b", spool="~/x/events.jsonl")
     assert plan == Lost(
-        f"the run's spool is gone on the host (no run {RUN} under its orch home): the lines after the 42 stored "
-        "cannot be collected",
+        f"the run's spool ~/x/events.jsonl is gone from the host (moved or deleted; no run {RUN} under its orch "
+        "home): the lines after the 42 stored cannot be collected",
         "if the spool was copied off the host, orch runs import SPOOL --host gpu-b",
     )
     assert isinstance(plan, Lost)
