@@ -245,6 +245,8 @@ def test_the_exact_integer_edges_and_large_floats_are_metrics() -> None:
     assert metrics["b"]["value"] == 2**53 and metrics["b"]["min"] == -(2**53)
     assert samples == {"b": [2**53, -(2**53), 1e300]}
     assert parse_metric("b", edge).value == 2**53
+    other = {"value": -(2**53), "unit": "B", "max": 2**53}  # the other edge of each
+    assert c.clean_metrics({"b": other})[0]["b"] == {"value": -(2**53), "unit": "B", "max": 2**53}
     assert c.clean_metrics({"b": {"value": 9.3e18, "unit": "B"}})[0]["b"]["value"] == 9.3e18  # a float is taken
 
 
