@@ -398,21 +398,30 @@ def serving(host: str, port: int, db_url: str) -> None:
 
 
 def runs_table(page: Any) -> None:
-    from rich.table import Table
+    """The runs list, fitted to the console (``fit.fitted_table``): id, suite, status, started and the counts are
+    always shown; in a narrow terminal "by", then hosts, then the label are left out (named in the caption) rather
+    than squeezed into a column a letter wide. Host names and ids are never broken."""
+    from orchestrator.cli.fit import Col, print_fitted
 
-    t = Table(title=f"Runs ({len(page.items)} of {page.total})", title_justify="left")
-    for col in ("id", "suite", "status", "label", "hosts", "results", "errors", "started UTC", "by"):
-        fixed = col in ("id", "suite", "status", "results", "errors", "started UTC")
-        t.add_column(col, overflow="fold", no_wrap=fixed, ratio=None if fixed else 1,
-                     justify="right" if col in ("results", "errors") else "left")
-    for r in page.items:
-        status = {"completed": "green", "partial": "yellow", "failed": "red"}.get(r.status)
-        t.add_row(
-            short_run_id(r.id), safe(r.suite), f"[{status}]{r.status}[/{status}]" if status else safe(r.status),
-            safe(r.label or "-"), safe(",".join(r.hosts)), str(r.results), str(r.errors),
-            _when(r.started_at, short=True), safe(r.started_by),
-        )  # fmt: skip
-    console().print(t)
+    runs = page.items
+    styles = {"completed": "green", "partial": "yellow", "failed": "red"}
+
+    def status(s: str) -> str:
+        style = styles.get(s)
+        return f"[{style}]{s}[/{style}]" if style else safe(s)
+
+    cols = [
+        Col("id", [short_run_id(r.id) for r in runs]),
+        Col("suite", [safe(r.suite) for r in runs]),
+        Col("status", [status(r.status) for r in runs]),
+        Col("label", [safe(r.label or "-") for r in runs], drop=1, wrap=True),
+        Col("hosts", [safe(", ".join(r.hosts)) for r in runs], drop=2, wrap=True),
+        Col("results", [str(r.results) for r in runs], justify="right"),
+        Col("errors", [str(r.errors) for r in runs], justify="right"),
+        Col("started UTC", [_when(r.started_at, short=True) for r in runs]),
+        Col("by", [safe(r.started_by) for r in runs], drop=3, wrap=True),
+    ]
+    print_fitted(console(), f"Runs ({len(runs)} of {page.total})", cols)
 
 
 def _case_text(case: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
@@ -750,32 +759,40 @@ def split_case_params(
 
 
 def comparison_table(cmp: Any) -> None:
-    from rich.table import Table
+    from orchestrator.cli.fit import Col, print_fitted
 
     unit = f" ({safe(cmp.unit)})" if cmp.unit else ""
     common, varying = split_case_params([x.case for x in cmp.cases], skip=("seed",))
     every = f"\n[dim]every case: {safe(_case_text(common))}[/dim]" if common else ""
-    t = Table(
-        title=f"{safe(cmp.metric)}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}{every}",
-        title_justify="left",
-    )
     tested = any(getattr(x, "stats", None) is not None for x in cmp.cases)
-    stat_cols = ("95% CI", "q") if tested else ()
-    for col in ("host", "case", "base (p10–p90)", "head (p10–p90)", "head/base", *stat_cols, "verdict"):
-        right = col not in ("host", "case", "verdict")
-        t.add_column(col, justify="right" if right else "left", overflow="fold")
+    cells: dict[str, list[str]] = {k: [] for k in ("host", "case", "base", "head", "ratio", "ci", "q", "verdict")}
     for x in cmp.cases:
-        ratio = _ratio(x.ratio)
-        extra = _stats_cells(x.stats) if tested else ()
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
-        base = _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})
-        head = _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})
         if x.warnings:
             verdict += " [yellow](failed requests)[/yellow]"
         case = safe(_case_text({k: x.case.get(k) for k in varying if k in x.case}))
-        t.add_row(safe(x.host or "*"), case or "-", base, head, ratio, *extra, verdict)
+        ci, q = _stats_cells(x.stats) if tested else ("", "")
+        for key, cell in (
+            ("host", safe(x.host or "*")), ("case", case or "-"),
+            ("base", _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})),
+            ("head", _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})),
+            ("ratio", _ratio(x.ratio)), ("ci", ci), ("q", q), ("verdict", verdict),
+        ):  # fmt: skip
+            cells[key].append(cell)
+    # in a narrow terminal q, then the CI, then base and head go (the caption names them); a number is never split:
+    # a value and its (p10–p90) wrap only at the space between them
+    cols = [
+        Col("host", cells["host"]), Col("case", cells["case"], wrap=True),
+        Col("base (p10–p90)", cells["base"], drop=2, wrap=True, justify="right"),
+        Col("head (p10–p90)", cells["head"], drop=2, wrap=True, justify="right"),
+        Col("head/base", cells["ratio"], justify="right"),
+        *((Col("95% CI", cells["ci"], drop=3, justify="right"), Col("q", cells["q"], drop=4, justify="right"))
+          if tested else ()),
+        Col("verdict", cells["verdict"], wrap=True),
+    ]  # fmt: skip
     c = console()
-    c.print(t)
+    print_fitted(c, f"{safe(cmp.metric)}{unit}: head {short_run_id(cmp.head)} / base {short_run_id(cmp.base)}{every}",
+                 cols)  # fmt: skip
     gm = _ratio(cmp.geomean)
     c.print(
         f"geometric mean head/base: [bold]{gm}[/bold] over {counted(len(cmp.cases), 'case')}: "
