@@ -42,7 +42,9 @@ class Col:
 
 
 def _plain(cell: str) -> str:
-    return Text.from_markup(cell).plain
+    """The text a cell shows: its markup applied, emoji codes left as typed (the consoles print with
+    ``emoji=False``; ``:thumbs_up:`` measured as one emoji would wrap the column)."""
+    return Text.from_markup(cell, emoji=False).plain
 
 
 def _longest_word(text: str) -> int:
