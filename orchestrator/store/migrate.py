@@ -32,7 +32,7 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from orchestrator.errors import SchemaBehindError, SchemaTooNewError, StoreError
+from orchestrator.errors import ConfigError, SchemaBehindError, SchemaTooNewError, StoreError
 from orchestrator.store.schema_head import migration_candidates, remember_head
 from orchestrator.store.urls import redact_url, scrub
 
@@ -197,8 +197,11 @@ def _url(engine: Engine) -> str:
 
 @contextmanager
 def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
-    """Hold ``<database>.lock`` (filelock) for a SQLite file; no-op for memory databases and other dialects,
-    and when the directory does not exist or is not writable (SQLite itself then says what is wrong)."""
+    """Hold ``<database>.lock`` (filelock) for a SQLite file; no-op for memory databases and other dialects.
+
+    Only a lock held by another process is waited for (up to MIGRATION_LOCK_TIMEOUT_S). A lock file that cannot
+    be created (the directory is missing, read-only, not writable, or /proc-like) is a ConfigError at once:
+    filelock would retry the open until the deadline, and would create a missing directory on the way."""
     from filelock import FileLock, Timeout
 
     database = engine.url.database if engine.dialect.name == "sqlite" else None
@@ -206,7 +209,9 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
         yield
         return
     path = Path(database)
-    lock = FileLock(str(path.with_name(path.name + ".lock")), timeout=MIGRATION_LOCK_TIMEOUT_S)
+    lock_path = path.with_name(path.name + ".lock")
+    _create_lock_file(lock_path, path)
+    lock = FileLock(str(lock_path), timeout=MIGRATION_LOCK_TIMEOUT_S)
     try:
         lock.acquire()
     except Timeout:
@@ -215,13 +220,39 @@ def _sqlite_file_lock(engine: Engine) -> Iterator[None]:
             f"(lock {lock.lock_file})",
             "wait for it to finish; if no orch is running, the lock is stale: delete the .lock file",
         ) from None
-    except OSError:
-        yield
-        return
     try:
         yield
     finally:
         lock.release()
+
+
+def _create_lock_file(lock_path: Path, database: Path) -> None:
+    """Create (or open) the migration lock file, or raise ConfigError (exit 2) naming it, the errno and the fix.
+    The descriptor is closed at once: the lock itself is filelock's flock on its own descriptor."""
+    import errno
+    import os
+
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        code = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+        parent = lock_path.parent
+        if not parent.exists():
+            fix = f"the directory {parent} does not exist: create it, or point --db / ORCH_DB_URL at a file in an "
+            fix += "existing directory, e.g. sqlite:///./orch.db"
+        elif not parent.is_dir():
+            fix = f"{parent} is a file, not a directory: point --db / ORCH_DB_URL at a file in a directory"
+        else:
+            fix = (
+                f"orch creates files beside the database (this lock, SQLite's -wal and -shm): point --db / "
+                f"ORCH_DB_URL at a file in a directory you can write to (not {parent}), e.g. sqlite:///./orch.db"
+            )
+        raise ConfigError(
+            f"cannot create the migration lock {lock_path} beside the SQLite database {database}: "
+            f"{exc.strerror or exc} ({code})",
+            fix,
+        ) from None
+    os.close(fd)
 
 
 @contextmanager
