@@ -223,15 +223,16 @@ def logs(
     json_out: JsonOpt = False,
 ) -> None:
     """The full stdout/stderr/output of a command suite's runs, fetched from the hosts that kept them (results
-    store excerpts, sizes and sha256). Exit 1 when a host could not answer."""
+    store excerpts, sizes and sha256). Exit 1 when a host could not answer, 2 for a --case out of the run's range."""
     import asyncio
 
-    from orchestrator.runlogs import check_keeps_outputs, fetch_logs
+    from orchestrator.runlogs import check_case, check_keeps_outputs, fetch_logs
 
     app = app_context(ctx)
     with _store(ctx) as store:
         detail = store.get_run(store.resolve_run_id(run_id))
     check_keeps_outputs(detail.id, detail.suite)  # before the inventory: a moe-sweep run has nothing to fetch
+    check_case(detail.id, case, [h.cases_total for h in detail.host_runs if host in (None, h.host)])
     inventory = app.inventory()
     out = asyncio.run(fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, timeout_s=timeout))
     if json_out:
