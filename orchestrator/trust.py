@@ -99,7 +99,8 @@ def refuse_changed(offer: Offer, replace: bool) -> None:
         raise HostKeyError(
             offer.host,
             "changed",
-            f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key",
+            f"the host key CHANGED (now {offer.fingerprint}); known_hosts holds a different key, and without "
+            "--replace orch records nothing (exit 1: the host failed the check, as in orch doctor)",
             offer.verdict.hint,
         )
 

@@ -60,13 +60,20 @@ def trust_host(
         typer.Option("--fingerprint", help="Expected key fingerprint, SHA256:...; checked against the offered key."),
     ] = None,
     replace: Annotated[
-        bool, typer.Option("--replace", help="Replace the host's existing entries (backup kept as known_hosts.old).")
+        bool,
+        typer.Option(
+            "--replace",
+            help="Replace the host's changed key once its new fingerprint is confirmed out of band "
+            "(old file kept as known_hosts.old).",
+        ),
     ] = False,
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Deadline to fetch the key, s.")
     ] = 10.0,
 ) -> None:
-    """Fetch the host key offered by HOST and record it in known_hosts once you confirm its fingerprint."""
+    """Fetch the host key offered by HOST and record it in known_hosts once you confirm its fingerprint.
+
+    A CHANGED key is refused without --replace (exit 1, as orch doctor fails the host); 2 is a usage error."""
     from orchestrator import trust  # lazy: asyncssh, ~0.2 s, only for the commands that talk SSH
 
     h = app_context(ctx).inventory().host(host)

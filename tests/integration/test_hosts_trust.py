@@ -170,6 +170,10 @@ async def test_changed_key_needs_replace_which_keeps_a_backup(
     refused = _trust(client_home, inv, tmp_path, "tr-changed", "--fingerprint", _fp(h))
     assert refused.returncode == 1, refused.stdout + refused.stderr
     flat = " ".join((refused.stdout + refused.stderr).split())
+    # exit 1, not 2 (issue 21): the command line is right, the host failed the key check (doctor's exit 1 too);
+    # the refusal itself says what --replace is for and that the fingerprint is to be confirmed out of band
+    assert "without --replace orch records nothing (exit 1: the host failed the check, as in orch doctor)" in flat
+    assert f"until its fingerprint {_fp(h)} is confirmed with the host's administrator out of band" in flat
     # the fix doctor prints, word for word (one text: doctor's hint, this refusal, README's Host keys)
     hint = (await doctor_one("tr-changed", entry(h))).check("hostkey").data["hint"]
     assert hint in flat and hint.endswith("orch hosts trust tr-changed --replace (removes the old entries as "
