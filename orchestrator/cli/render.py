@@ -237,7 +237,8 @@ def suites_table(rows: list[dict[str, Any]]) -> None:
 
 
 def suite_detail(doc: dict[str, Any]) -> None:
-    """``orch suites show``: a suite's ``SuiteDef.describe()`` as a header, a parameter table and presets."""
+    """``orch suites show``: a suite's ``SuiteDef.describe()`` as a header, a parameter table and presets; for a
+    suite file (``command``) its own parameters with repeat and warmup, not ``GPU_RUN_PARAMS``."""
     from rich.table import Table
 
     c = console()
@@ -254,6 +255,8 @@ def suite_detail(doc: dict[str, Any]) -> None:
     for col in ("key", "type", "default", "accepted", "scope", "help"):
         params.add_column(col, overflow="fold")
     for p in doc["params"]:
+        if doc.get("command") and p["name"] in GPU_RUN_PARAMS:
+            continue  # a suite file's own parameters: device and seed are the built-in GPU benches' knobs
         accepted = [", ".join(p["choices"])] if p["choices"] else []
         if p["min"] is not None:
             accepted.append(f">= {p['min']:g}")
@@ -271,9 +274,16 @@ def suite_detail(doc: dict[str, Any]) -> None:
             presets.add_row(safe(pr["name"]), safe(pr["description"]), safe(values))
         c.print(presets)
         d = doc["default_preset"]
-        c.print(f"default preset: {safe(d['cuda'] or '-')} on a CUDA host, {safe(d['cpu'] or '-')} without CUDA")
+        if d["cuda"] or d["cpu"]:
+            c.print(f"default preset: {safe(d['cuda'] or '-')} on a CUDA host, {safe(d['cpu'] or '-')} without CUDA")
     if doc.get("command"):
         _command_suite_detail(doc)
+
+
+GPU_RUN_PARAMS = ("device", "seed")
+"""Run parameters every suite carries (``registry.RUN_PARAMS``) that only the built-in benches read (the device
+the tensors go to, the seed of weights, inputs and routing); ``orch suites show`` of a suite file leaves them out
+(``--json`` lists every parameter the run accepts)."""
 
 
 def _command_suite_detail(doc: dict[str, Any]) -> None:
