@@ -94,6 +94,7 @@ def _first_problem(typ: str, data: Mapping[str, Any]) -> str | None:
     if typ == "hello":
         return (
             _opt(data, "run_id", isinstance(data.get("run_id"), str), "a string")
+            or _opt(data, "host", isinstance(data.get("host"), str), "a string")
             or _opt(data, "suite", isinstance(data.get("suite"), str), "a string")
             or _opt(data, "agent_version", isinstance(data.get("agent_version"), str), "a string")
             or _opt(data, "facts", isinstance(data.get("facts"), dict), "an object")

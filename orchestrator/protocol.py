@@ -11,8 +11,8 @@ whose seq disagrees is stored as a protocol error at its position, never under t
 
 Per type (fields beyond these are kept in ``Event.data`` untouched):
 
-- ``hello``: ``agent_version`` (sha256 of agent.pyz), ``run_id``, ``suite``, ``facts`` (host facts),
-  ``cases_total``.
+- ``hello``: ``agent_version`` (sha256 of agent.pyz), ``run_id``, ``host`` (the host's inventory name, as orch
+  named its run directory; absent in spools of older agents), ``suite``, ``facts`` (host facts), ``cases_total``.
 - ``case_start``: ``case_index``, ``case`` (parameters).
 - ``result``: ``case_index``, ``case`` (parameters), ``metrics``: name -> ``{"value", "unit", "median", "p10",
   "p90", "min", "max", "n", "samples"}`` (only ``value`` and ``unit`` required), ``info`` (free-form).

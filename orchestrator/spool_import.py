@@ -110,7 +110,7 @@ def import_spool(
     except SuiteError as exc:  # a user suite is known only with --suite-dir: its hint says so
         raise SuiteError(f"{path}:1: the hello names suite {suite!r}, unknown to orch here", exc.hint) from None
     existing = _existing_hosts(store, run_id)
-    name = _host_name(path, host, existing, run_id)
+    name = _host_name(path, host, existing, run_id, hello)
     inv_host = next((h for h in inventory.hosts if h.name == name), None) if inventory is not None else None
     host_obj = inv_host or Host(name=name, group=_stored_group(store, name))
     raw_facts = hello.data.get("facts")
@@ -277,7 +277,21 @@ def _add_host(store: Store, run_id: str, host: str) -> None:
             raise
 
 
-def _host_name(path: Path, host: str | None, existing: list[str] | None, run_id: str) -> str:
+def _host_name(path: Path, host: str | None, existing: list[str] | None, run_id: str, hello: Event) -> str:
+    """The host whose spool ``path`` is: the one its hello names (agents since the hello's ``host``), which a
+    ``--host`` that differs cannot override (a tester's import of one host's spool under another host's name stored
+    its results twice, under both); else ``--host``, the run directory's name, or the run's only host. Raises
+    UsageError when the hello and ``--host`` disagree, or when nothing tells the host."""
+    written_for = hello.data.get("host")
+    if isinstance(written_for, str) and written_for:
+        if host and host != written_for:
+            raise UsageError(
+                f"{path}:1: the spool was written for host {written_for!r} (its hello says so), not {host!r}; "
+                "nothing was imported",
+                f"orch runs import {path} --host {written_for} (or leave --host out): a host's results are stored "
+                "under the host that measured them",
+            )
+        return written_for
     if host:
         return host
     spool = path.resolve()
@@ -333,9 +347,17 @@ _FACT_KEYS = ("hostname", "gpu_name", "gpu_uuids", "driver")  # what identifies 
 
 def _check_run(store: Store, path: Path, run_id: str, suite: str, host: str, hello: Event,
                summary: dict[str, Any]) -> None:  # fmt: skip
-    """Refuse (UsageError, exit 2) a spool whose hello conflicts with the stored run: another suite, or host facts
-    (hostname, GPU names/UUIDs, driver) or agent version that differ from the host run's."""
+    """Refuse (UsageError, exit 2) a spool whose hello conflicts with the stored run: a host that is not one of a
+    live run's hosts (``orch run`` fixed them; only a run made by imports takes new hosts), another suite, or host
+    facts (hostname, GPU names/UUIDs, driver) or agent version that differ from the host run's."""
     detail = store.get_run(run_id)
+    if detail.started_by != "orch runs import" and host not in detail.hosts:
+        raise UsageError(
+            f"{path}: run {run_id} was started by orch run on {', '.join(detail.hosts)}; {host} is not one of its "
+            "hosts; nothing was imported",
+            "import the spool with --host naming the host that wrote it (one of the run's hosts); a spool of "
+            "another run needs its own run",
+        )
     problems: list[str] = []
     if detail.suite != suite:
         problems.append(f"its hello names suite {suite!r}, the stored run is of suite {detail.suite!r}")

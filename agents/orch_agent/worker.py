@@ -137,6 +137,7 @@ def _run(rd: RunDir) -> int:
                     "hello",
                     agent_version=agent_version(),
                     run_id=rd.run_id,
+                    host=rd.host,
                     suite=None,
                     facts=sysinfo.collect(rd.orch_home),
                     cases_total=0,
@@ -149,6 +150,7 @@ def _run(rd: RunDir) -> int:
                 "hello",
                 agent_version=agent_version(),
                 run_id=spec["run_id"],
+                host=rd.host,  # the inventory name orch gave this host: `orch runs import` checks a spool by it
                 suite=spec["suite"],
                 bench=spec["bench"],
                 # orch collects the facts just before `start` and passes them in the spec: no second torch probe

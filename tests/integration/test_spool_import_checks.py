@@ -101,8 +101,12 @@ def test_a_result_with_a_malformed_metric_is_an_error_row_not_a_dropped_metric(
     lines = echo_lines()
     lines[2] = _result(2, 0, metrics=metrics)
     out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
-    assert (out.status, out.run_status, out.results, out.errors) == ("failed", "partial", 2, 1)
-    assert "3 results on the host, 2 stored; 0 errors on the host, 1 stored" in (out.error or "")
+    # the agent's own result line, refused for a field: that case failed, nothing was lost (protocol.JUDGED_KEY);
+    # before, the host was 'failed' with "3 results on the host, 2 stored", as if the store had lost a line
+    assert (out.status, out.run_status, out.results, out.errors) == ("partial", "partial", 2, 1)
+    assert (out.error or "").startswith("1 case failed: agent line 2 (result): metrics") and "stored" not in (
+        out.error or ""
+    )
     assert _rows(store) == [(2, 0, "error"), (4, 1, "ok"), (6, 2, "ok")]
     [err] = store.results(RUN_ID, status="error").items
     assert (err.error or "").startswith("agent line 2 (result): metrics") and says in (err.error or "")
@@ -207,8 +211,9 @@ def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str
     lines[2] = _result(2, 0, metrics={"wall_ms": {"value": 1.0, "unit": "ms", "median": "fast"}})
     bad = orch(str(_write(tmp_path / "events.jsonl", lines)))
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "failed — 2 results, 1 error stored; run partial" in bad.stdout, bad.stdout
-    assert "3 results on the host, 2 stored" in bad.stdout
+    assert "partial — 2 results, 1 error stored; run partial" in bad.stdout, bad.stdout
+    assert "1 case failed: agent line 2 (result): metrics: metric 'wall_ms': median must be" in bad.stdout
+    assert "on the host" not in bad.stdout  # nothing lost: the store holds every line the agent wrote
     foreign = orch(str(_write(tmp_path / "moe.jsonl", [echo_lines(suite="moe-sweep")[0], *lines[1:]])))
     assert foreign.returncode == 2 and "Traceback" not in foreign.stderr, foreign.stderr
     assert "its hello names suite 'moe-sweep', the stored run is of suite 'echo-t'" in foreign.stderr

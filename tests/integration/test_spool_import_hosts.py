@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from orchestrator.errors import UsageError
 from orchestrator.spool_import import import_spool
 from orchestrator.store.repo import Store
 from orchestrator.suites.loader import load_registry
@@ -100,3 +101,55 @@ def test_a_parse_error_is_a_failed_case_not_a_lost_line(store: Store, tmp_path: 
     [err] = store.results(RUN_ID, status="error").items
     assert (err.seq, err.case_index, err.info.get("agent_result")) == (4, 1, True)
     assert (err.error or "").startswith("parser regex found no match")
+
+
+def _with_host(lines: list[bytes], host: str) -> list[bytes]:
+    """The spool as agents since the hello's ``host`` write it."""
+    hello = json.loads(lines[0])
+    return [json.dumps({**hello, "host": host}).encode(), *lines[1:]]
+
+
+def test_a_spool_is_stored_under_the_host_its_hello_names_and_no_other(
+    store: Store, tmp_path: Path, suite_dir: Path
+) -> None:
+    """A new user imported box-0's spool with ``--host box-1``, then ``--host nosuchhost``: each stored its 7
+    results again, under a host that never measured them, exit 0. The hello names the host now: a ``--host`` that
+    differs is refused (exit 2) before anything is stored; without ``--host`` the hello's host is taken, wherever
+    the file lies."""
+    reg = load_registry([suite_dir])
+    spool = tmp_path / "copied.jsonl"  # off its run directory: the path says nothing
+    spool.write_bytes(b"".join(line + b"\n" for line in _with_host(echo_lines(), "box-0")))
+    for other in ("box-1", "nosuchhost"):
+        with pytest.raises(UsageError) as exc:
+            import_spool(store, spool, host=other, registry=reg)
+        assert exc.value.message == (
+            f"{spool}:1: the spool was written for host 'box-0' (its hello says so), not {other!r}; nothing was "
+            "imported"
+        )
+        assert exc.value.hint.startswith(f"orch runs import {spool} --host box-0 (or leave --host out)")
+    assert store.list_runs().items == []
+    out = import_spool(store, spool, host=None, registry=reg)
+    assert (out.host, out.results, out.status) == ("box-0", 3, "completed")
+    assert import_spool(store, spool, host="box-0", registry=reg).new_lines == 0
+    assert store.get_run(RUN_ID).hosts == ["box-0"]
+
+
+def test_a_run_started_by_orch_run_takes_no_host_it_was_not_started_on(
+    store: Store, tmp_path: Path, suite_dir: Path
+) -> None:
+    """A spool of an older agent (no host in its hello) imported with a ``--host`` that is not one of a live run's
+    hosts: refused; the run's host list is what ``orch run`` started it on."""
+    reg = load_registry([suite_dir])
+    store.create_run(suite="echo-t", params={}, preset=None, label=None, hosts=["box-0", "box-1"],
+                     started_by="root@box", started_on="box", run_id=RUN_ID)  # fmt: skip
+    spool = tmp_path / "old.jsonl"
+    spool.write_bytes(b"".join(line + b"\n" for line in echo_lines()))
+    with pytest.raises(UsageError) as exc:
+        import_spool(store, spool, host="nosuchhost", registry=reg)
+    assert exc.value.message == (
+        f"{spool}: run {RUN_ID} was started by orch run on box-0, box-1; nosuchhost is not one of its hosts; "
+        "nothing was imported"
+    )
+    assert store.get_run(RUN_ID).hosts == ["box-0", "box-1"] and store.get_run(RUN_ID).results == 0
+    out = import_spool(store, spool, host="box-1", registry=reg)  # one of its hosts: imported
+    assert (out.host, out.results) == ("box-1", 3)

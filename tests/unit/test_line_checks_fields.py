@@ -18,6 +18,7 @@ CLEAN = ({"wall_ms": {"value": 2.0, "unit": "ms", "median": 1.0}}, {"wall_ms": [
     ("typ", "data", "says"),
     [
         ("hello", {"run_id": 7}, "run_id must be a string, got 7"),
+        ("hello", {"run_id": "r", "host": 3}, "host must be a string, got 3"),
         ("hello", {"run_id": "r", "suite": 1}, "suite must be a string, got 1"),
         ("hello", {"agent_version": 1.5}, "agent_version must be a string, got 1.5"),
         ("hello", {"facts": "gpu"}, "facts must be an object, got 'gpu'"),
