@@ -41,13 +41,14 @@ def run_dir_text(host: Host, run_id: str) -> str:
 START_TIMEOUT_S = 120.0
 
 
-def start_argv(agent: list[str], host: Host, run_id: str, *, stopped_limit_s: float) -> list[str]:
+def start_argv(agent: list[str], host: Host, run_id: str, *, stopped_limit_s: float, heartbeat_s: float) -> list[str]:
     """``agent start --spec - --follow --run-id RUN_ID``: start the run's worker, then follow its spool on the same
     channel. The run id is there for the process table: the worker is forked from ``start`` and keeps its command
     line, so ``ps``/``pgrep RUN_ID`` find a run's processes on the host (the agent refuses one that differs from the
-    spec's). ``stopped_limit_s``: the follow ends (exit 7) once the worker has been stopped that long (s)."""
+    spec's). ``stopped_limit_s``: the follow ends (exit 7) once the worker has been stopped that long (s).
+    ``heartbeat_s``: the follower's heartbeat on stderr every that many s (``transport.liveness``)."""
     return [*agent, "start", "--spec", "-", "--follow", "--stopped-limit-s", f"{stopped_limit_s:g}",
-            "--run-id", run_id, *run_opts(host)]  # fmt: skip
+            "--heartbeat-s", f"{heartbeat_s:g}", "--run-id", run_id, *run_opts(host)]  # fmt: skip
 
 
 def start_input(spec: dict[str, Any], *, wait_s: float = 0.0) -> bytes:

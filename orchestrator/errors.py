@@ -13,6 +13,7 @@ The tree::
     ├── ToolMissingError           a program orch runs is not installed (the OpenSSH client); hint: the package
     ├── HostError                  something about one host; `host` names it
     │   ├── ConnectError           dns / tcp / banner / throttled / handshake; `kind` says which
+    │   │   └── CommandSilent      a streaming command said nothing, not even its heartbeat (kind `silent`); `pid`
     │   ├── HostKeyError           verdict other than match / cert-authority; carries the verdict
     │   ├── AuthError              denied / too many authentication failures / no usable method
     │   ├── RemoteCommandError     a remote command exited non-zero: argv, exit status, stderr tail
@@ -106,12 +107,24 @@ class ConnectError(HostError):
     """Could not reach the SSH server.
 
     ``kind`` is one of ``dns``, ``refused``, ``timeout``, ``no-route``, ``unreachable``, ``banner-timeout``,
-    ``not-ssh``, ``closed``, ``throttled``, ``handshake``, ``proxy``.
+    ``not-ssh``, ``closed``, ``throttled``, ``handshake``, ``proxy``, ``silent`` (a streaming command said nothing, not
+    even its heartbeat, for its limit: ``transport/watch.py``).
     """
 
     def __init__(self, host: str, kind: str, message: str, hint: str = "") -> None:
         super().__init__(host, message, hint)
         self.kind = kind
+
+
+class CommandSilent(ConnectError):
+    """A streaming command (the agent's follower) said nothing on stdout and sent no heartbeat for ``silent_s``
+    seconds: stopped or wedged on the host. ``pid``: its pid on the host, as its heartbeats named it (None when
+    they named none). Callers treat it as a dropped connection (follow again), after killing the process."""
+
+    def __init__(self, host: str, message: str, hint: str, *, silent_s: float, pid: int | None) -> None:
+        super().__init__(host, "silent", message, hint)
+        self.silent_s = silent_s
+        self.pid = pid
 
 
 class HostKeyError(HostError):

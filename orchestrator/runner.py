@@ -56,6 +56,7 @@ from orchestrator.analysis.plateau import moe_points, sweep_plateau
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.deploy import HostDeploy, deploy_host
 from orchestrator.errors import (
+    CommandSilent,
     CommandTimeout,
     ConnectError,
     DriftError,
@@ -100,6 +101,7 @@ from orchestrator.suites.secrets import redact_spec, scrub_event, secret_values
 from orchestrator.transport import open_transport
 from orchestrator.transport.base import CommandResult, Transport
 from orchestrator.transport.lines import Line
+from orchestrator.transport.liveness import heartbeat_interval_s
 from orchestrator.version import version_info
 
 if TYPE_CHECKING:
@@ -116,6 +118,7 @@ AGENT_EXIT_NO_RUN = 4
 AGENT_EXIT_STOPPED = 7  # agents/orch_agent/cli.py: follow found the worker stopped for --stopped-limit-s
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
 INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
+STOP_FOLLOWER_TIMEOUT_S = 60.0  # ``agent stop-follower`` (one Python start on the host, slow under load)
 CANCEL_WAIT_S = 40.0  # how long a Ctrl-C waits for one host's ``agent cancel`` (connect included) before giving up
 
 
@@ -156,6 +159,7 @@ class RunRequest:
     only_cases: tuple[dict[str, Any], ...] = ()  # rerun only the spec cases that hold one of these (stored) cases
     builds: tuple[tuple[str, str], ...] = ()  # (host, build sha) a replay needs as the host's current build
     stopped_limit_s: float = 300.0  # a host whose worker has been stopped this long fails (Settings.worker_stopped_s)
+    silent_limit_s: float = 60.0  # a follower silent this long is killed and followed again (follower_silent_s)
 
 
 @dataclass
@@ -472,12 +476,17 @@ class _HostRun:
         name, w = self.host.name, self.r.writer
         next_seq = from_seq
         attempt = 0
+        silent_pid: int | None = None  # a follower that went silent, still to be killed on the host
         while True:
             try:
                 t = await self.connect()
+                if silent_pid is not None:
+                    await self._stop_follower(t, silent_pid)
+                    silent_pid = None
                 argv = [
                     *agent_argv(self.host, self.dep), "follow", self.r.run_id, "--from", str(next_seq),
-                    "--stopped-limit-s", f"{self.r.req.stopped_limit_s:g}", *run_opts(self.host),
+                    "--stopped-limit-s", f"{self.r.req.stopped_limit_s:g}",
+                    "--heartbeat-s", f"{heartbeat_interval_s(self.r.req.silent_limit_s):g}", *run_opts(self.host),
                 ]  # fmt: skip
                 starting = start if start is not None and not self.start_answered else None
                 queue: asyncio.Queue[Event | _StreamEnd] = asyncio.Queue(maxsize=INGEST_QUEUE_MAX)
@@ -521,6 +530,8 @@ class _HostRun:
             except _Reattach:
                 continue  # a start sent again after a drop found its worker running: follow it
             except (ConnectError, CommandTimeout) as exc:
+                if isinstance(exc, CommandSilent):  # stopped or wedged: killed on the host, then followed again
+                    silent_pid = exc.pid
                 if start is not None and not self.start_answered and isinstance(exc, CommandTimeout):
                     raise  # the start did not answer in time: whether the worker started is not known
                 # A drop before the start's answer: reconnect and send the same start again. The agent's start is
@@ -538,12 +549,23 @@ class _HostRun:
             await asyncio.sleep(delay)
             next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
 
+    async def _stop_follower(self, t: Transport, pid: int) -> None:
+        """Kill the follower ``pid`` that went silent (``agent stop-follower``: only a follower of this run, never
+        its worker). Over SSH, closing its channel does not end a stopped process, and sshd refuses signal
+        requests on root logins. Best effort: a failure here leaves the host run as it was (ConnectError goes on
+        to the reconnect, as any drop)."""
+        assert self.dep is not None
+        argv = [*agent_argv(self.host, self.dep), "stop-follower", self.r.run_id, "--pid", str(pid),
+                *run_opts(self.host)]  # fmt: skip
+        with contextlib.suppress(RemoteCommandError, CommandTimeout):
+            await t.run(argv, timeout_s=STOP_FOLLOWER_TIMEOUT_S, check=False)
+
     async def _read(
         self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None
     ) -> None:
         """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any).
         With ``start``, the stream's first line is the start's answer (:meth:`_started`), not a spool line."""
-        lines = t.stream(argv, input=start.input if start is not None else None)
+        lines = t.stream(argv, input=start.input if start is not None else None, silent_s=self.r.req.silent_limit_s)
         agent = argv[:2]
         spool = SpoolLines(seq)  # field types and case order checked as for orch runs import
         try:
@@ -838,6 +860,7 @@ class Runner:
             concurrency=self.req.concurrency,
             wait_s=self.req.wait_s,
             stopped_limit_s=self.req.stopped_limit_s,  # this invocation's (ORCH_WORKER_STOPPED_S), not the default
+            silent_limit_s=self.req.silent_limit_s,
             **resume_fields(detail.params, detail.info),
         )
         if isinstance(detail.info.get("slurm"), dict):  # reattach to the Slurm job and its nodes' spools
@@ -964,7 +987,8 @@ class Runner:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
         started_by = f"{getpass.getuser()}@{socket.gethostname()}"
         doc = {**spec, "facts": hr.facts, "started_by": started_by, "telemetry_ms": self.req.telemetry_ms}
-        argv = start_argv(agent, hr.host, self.run_id, stopped_limit_s=self.req.stopped_limit_s)
+        argv = start_argv(agent, hr.host, self.run_id, stopped_limit_s=self.req.stopped_limit_s,
+                          heartbeat_s=heartbeat_interval_s(self.req.silent_limit_s))  # fmt: skip
         start = _Start(argv, start_input(doc, wait_s=self.req.wait_s), self.req.wait_s)
         hr.started = True  # from here a Ctrl-C or cancel stops whatever the start launches on the host
         await hr.follow(from_seq, start)

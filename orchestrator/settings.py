@@ -55,13 +55,16 @@ class Settings:
     ``ORCH_API_READ_TOKEN``, ``ORCH_CORS_ORIGINS`` (comma list), ``ORCH_CONNECT_TIMEOUT_S`` (s, > 0, default 10),
     ``ORCH_COMMAND_TIMEOUT_S`` (s, > 0, default 60), ``ORCH_MAX_CONCURRENCY`` (hosts, >= 1, default 64),
     ``ORCH_SUITE_DIR``, ``ORCH_WORKER_STOPPED_S`` (s, > 0, default 300: a host whose agent worker has been stopped
-    this long — SIGSTOP, a debugger, a suspended job — fails with that said, instead of being waited on). Keyword
+    this long — SIGSTOP, a debugger, a suspended job — fails with that said, instead of being waited on),
+    ``ORCH_FOLLOWER_SILENT_S`` (s, > 0, default 60: the agent process that streams a host's spool to orch — not the
+    worker — sends a heartbeat every tenth of this, within [0.1, 5] s; one silent this long, stopped or wedged, is
+    killed and the spool followed again from the last stored line, counted in the host's ``reconnects``). Keyword
     arguments override them; ``env`` (default ``os.environ``) is where they are read.
     """
 
     FIELDS: ClassVar[tuple[str, ...]] = (
         "db_url", "inventory", "api_token", "api_read_token", "cors_origins", "connect_timeout_s",
-        "command_timeout_s", "max_concurrency", "suite_dir", "worker_stopped_s",
+        "command_timeout_s", "max_concurrency", "suite_dir", "worker_stopped_s", "follower_silent_s",
     )  # fmt: skip; each read from ORCH_<NAME>
 
     db_url: str
@@ -74,6 +77,7 @@ class Settings:
     max_concurrency: int  # hosts contacted at once
     suite_dir: Path | None
     worker_stopped_s: float  # a stopped agent worker is reported after this long, s
+    follower_silent_s: float  # a follower silent this long (no line, no heartbeat) is killed and replaced, s
 
     def __init__(
         self,
@@ -88,6 +92,7 @@ class Settings:
         max_concurrency: int = _UNSET,
         suite_dir: Path | str | None = _UNSET,
         worker_stopped_s: float = _UNSET,
+        follower_silent_s: float = _UNSET,
         env: dict[str, str] | None = None,
     ) -> None:
         source = os.environ if env is None else env
@@ -109,6 +114,8 @@ class Settings:
                                        int, 1, strict=False)  # fmt: skip
         self.worker_stopped_s = _number("worker_stopped_s", get("worker_stopped_s", worker_stopped_s, 300.0),
                                         float, 0, strict=True)  # fmt: skip
+        self.follower_silent_s = _number("follower_silent_s", get("follower_silent_s", follower_silent_s, 60.0),
+                                         float, 0, strict=True)  # fmt: skip
         sd = get("suite_dir", suite_dir, None)
         self.suite_dir = Path(sd) if sd not in (None, "") else None
 

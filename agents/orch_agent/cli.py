@@ -24,6 +24,15 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   ``follow --from SEQ``); errors once following are ``follow``'s (stderr, exit 3).
 - ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
   the ``done`` line. A dead worker's error carries its ``reason`` (``fatal.py``) when it recorded one.
+- ``follow ... --heartbeat-s S`` (and ``start --follow --heartbeat-s S``): also write the line ``#orch-heartbeat
+  pid=PID`` (its own pid) to stderr when following starts and every S seconds after, so that orch can tell a
+  follower that waits for new lines from one that is stopped or wedged (SIGSTOP, a write blocked on a full pipe):
+  a live follower is never silent on both streams for long. 0 (the default): none. orch drops these lines from
+  any error text.
+- ``stop-follower RUN_ID --pid PID``: SIGKILL the process PID if it is a follower of that run (its command line
+  names the run and ``follow``/``--follow``) and not the run's worker (which is forked from ``start`` and keeps
+  its command line); prints ``{"run_id", "pid", "killed"}``. orch uses it on a follower that went silent: over
+  SSH, closing the channel does not end a stopped process, and sshd refuses signal requests on root logins.
 - ``slurm-task --spec FILE``: inside a Slurm job step, this node's worker in the foreground (``slurm_task.py``).
 - ``follow ... --no-worker-check``: follow until ``done`` without judging the worker's liveness, which only its
   own machine can tell (a Slurm node's spool followed from the login node; orch watches the job instead).
@@ -58,6 +67,7 @@ from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done,
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DEAD, EXIT_NO_RUN, EXIT_WRITE, EXIT_SPOOL_CHANGED = 0, 1, 2, 3, 4, 5, 6
 EXIT_STOPPED = 7
 STOPPED_LIMIT_S = 300.0  # follow's default --stopped-limit-s: a worker stopped this long is reported, not waited on
+HEARTBEAT = b"#orch-heartbeat"  # follow's sign of life on stderr; orchestrator/transport/liveness.py's HEARTBEAT
 CANCEL_GRACE_S = 10.0
 
 
@@ -150,7 +160,8 @@ def cmd_start(args: argparse.Namespace) -> int:
     if code != EXIT_OK or not args.follow:
         return code
     args.following = True  # from here on errors are follow's: on stderr, stdout being the event stream
-    return _follow(rd, 0, args.poll_s, no_worker_check=False, stopped_limit_s=args.stopped_limit_s)
+    return _follow(rd, 0, args.poll_s, no_worker_check=False, stopped_limit_s=args.stopped_limit_s,
+                   heartbeat_s=args.heartbeat_s)  # fmt: skip
 
 
 def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
@@ -346,16 +357,28 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_follow(args: argparse.Namespace) -> int:
     return _follow(_existing_run(args.run_id, args), args.from_seq, args.poll_s, no_worker_check=args.no_worker_check,
-                   stopped_limit_s=args.stopped_limit_s)  # fmt: skip
+                   stopped_limit_s=args.stopped_limit_s, heartbeat_s=args.heartbeat_s)  # fmt: skip
 
 
-def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, stopped_limit_s: float) -> int:
+def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, stopped_limit_s: float,
+            heartbeat_s: float = 0.0) -> int:  # fmt: skip
     """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``, and
     ``worker_stopped`` once the worker has been stopped for ``stopped_limit_s`` (s) with no new line: a stopped
-    worker writes nothing and cannot keep its own deadlines, and orch would wait on it without end."""
+    worker writes nothing and cannot keep its own deadlines, and orch would wait on it without end.
+    ``heartbeat_s`` > 0: ``HEARTBEAT`` on stderr now and every that many seconds (the follower's own liveness,
+    which orch watches: a stopped or wedged follower says nothing on either stream)."""
     out = sys.stdout.buffer
     cursor = SpoolCursor(rd.spool)
     stopped_since: float | None = None
+    beat_at = time.monotonic()
+    heartbeat = HEARTBEAT + b" pid=%d\n" % os.getpid()
+
+    def beat() -> None:
+        nonlocal beat_at
+        if heartbeat_s > 0 and time.monotonic() >= beat_at:
+            sys.stderr.buffer.write(heartbeat)
+            sys.stderr.buffer.flush()
+            beat_at = time.monotonic() + heartbeat_s
 
     def pump() -> bool:
         """Copy new complete lines at or after --from to stdout; True once the done line has gone by. A spool
@@ -374,6 +397,7 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, 
         return done
 
     while True:
+        beat()
         if pump():
             return EXIT_OK
         if not no_worker_check and not rd.worker_alive():
@@ -527,6 +551,33 @@ def cmd_logs(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_stop_follower(args: argparse.Namespace) -> int:
+    import signal
+
+    rd = _existing_run(args.run_id, args)
+    pid = args.pid
+    killed = False
+    if pid > 1 and pid != os.getpid() and pid != rd.pid() and _follower_of(pid, rd.run_id):
+        try:
+            os.kill(pid, signal.SIGKILL)  # a stopped process dies of SIGKILL too
+            killed = True
+        except ProcessLookupError:
+            pass
+    _print({"run_id": rd.run_id, "pid": pid, "killed": killed})
+    return EXIT_OK
+
+
+def _follower_of(pid: int, run_id: str) -> bool:
+    """Whether process ``pid`` is an agent follower of run ``run_id``: its command line has the run id and
+    ``follow`` (``agent follow RUN_ID``) or ``--follow`` (``agent start --follow --run-id RUN_ID``)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")]
+    except OSError:
+        return False
+    return run_id in argv and ("follow" in argv or "--follow" in argv)
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     rd = _run_dir(args.run_id, args)
     st = rd.status()
@@ -546,6 +597,8 @@ def build_parser() -> argparse.ArgumentParser:
     def stopped_limit(p: argparse.ArgumentParser) -> None:
         p.add_argument("--stopped-limit-s", type=float, default=STOPPED_LIMIT_S,
                        help=f"exit 7 once the worker has been stopped this long, s (default {STOPPED_LIMIT_S:g})")
+        p.add_argument("--heartbeat-s", type=float, default=0.0,
+                       help="write a heartbeat line to stderr every this many s while following (default 0: none)")
 
     p = sub.add_parser("facts", help="host facts as JSON")
     home(p)
@@ -592,6 +645,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--parsed", action="store_true", help="only the text orch parses, one per timed run")
     home(p)
     p.set_defaults(fn=cmd_logs)
+    p = sub.add_parser("stop-follower", help="SIGKILL a (stopped, wedged) follower of a run, never its worker")
+    p.add_argument("run_id")
+    p.add_argument("--pid", type=int, required=True, help="the follower's pid, from its heartbeat")
+    home(p)
+    p.set_defaults(fn=cmd_stop_follower)
     p = sub.add_parser("status", help="state of a run")
     p.add_argument("run_id")
     home(p)

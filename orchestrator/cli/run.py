@@ -115,6 +115,7 @@ def run(
         telemetry_ms=telemetry_ms,
         concurrency=concurrency,
         stopped_limit_s=app.settings.worker_stopped_s,
+        silent_limit_s=app.settings.follower_silent_s,
     )
     names = _selected(app, hosts, resume)
     ensure_open_files(concurrency, hosts=len(names))

@@ -76,14 +76,18 @@ class Transport(Protocol):
         idle_timeout_s: float | None = None,
         max_line: int = MAX_LINE_BYTES,
         input: bytes | None = None,
+        silent_s: float | None = None,
     ) -> AsyncIterator[Line]:
         """Yield stdout's lines as they arrive: each whole, as bytes without its newline, or, past ``max_line``
         bytes, as one ``OversizeLine`` (size and head); never a piece of a line (see ``transport.lines``).
         Bytes after the last newline when the stream ends are not yielded. ``input``: written to the command's
-        stdin, which is then closed (e.g. the spec of ``agent start --follow``).
+        stdin, which is then closed (e.g. the spec of ``agent start --follow``). ``silent_s``: once the command
+        has written to stdout or sent a heartbeat (``transport.liveness.HEARTBEAT`` on stderr), it must do one
+        or the other at least every ``silent_s`` seconds of waiting; heartbeat lines never appear in error text.
 
         At the end raises RemoteCommandError when the exit status is non-zero, ConnectError when the connection
-        drops, CommandTimeout when nothing arrived for ``idle_timeout_s`` seconds.
+        drops, CommandTimeout when nothing arrived for ``idle_timeout_s`` seconds, ConnectError ``silent`` (the
+        command killed first) when it was silent for ``silent_s`` seconds (``transport.watch``).
         """
         ...
 

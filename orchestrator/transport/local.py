@@ -18,6 +18,7 @@ from orchestrator.errors import CommandTimeout, HostError, RemoteCommandError
 from orchestrator.transport import children
 from orchestrator.transport.base import DEFAULT_COMMAND_TIMEOUT_S, CommandResult
 from orchestrator.transport.lines import MAX_LINE_BYTES, STREAM_CHUNK_BYTES, Line, LineSplitter
+from orchestrator.transport.watch import IdleTimeout, Silent, StreamWatch, silent_error
 
 
 class LocalTransport:
@@ -75,6 +76,7 @@ class LocalTransport:
         idle_timeout_s: float | None = None,
         max_line: int = MAX_LINE_BYTES,
         input: bytes | None = None,
+        silent_s: float | None = None,
     ) -> AsyncIterator[Line]:
         proc = await self._spawn(argv, asyncio.subprocess.DEVNULL if input is None else asyncio.subprocess.PIPE)
         assert proc.stdout is not None and proc.stderr is not None
@@ -84,28 +86,30 @@ class LocalTransport:
                 proc.stdin.write(input)
                 await proc.stdin.drain()
             proc.stdin.close()
-        err_task = asyncio.ensure_future(proc.stderr.read())
+        stdout, stderr = proc.stdout, proc.stderr
+        watch = StreamWatch(lambda: stderr.read(STREAM_CHUNK_BYTES), silent_s=silent_s, idle_timeout_s=idle_timeout_s)
         lines = LineSplitter(max_line)  # chunks, not readline: StreamReader refuses a line past its 64 KiB limit
         try:
             while True:
                 try:
-                    chunk = await asyncio.wait_for(proc.stdout.read(STREAM_CHUNK_BYTES), idle_timeout_s)
-                except (asyncio.TimeoutError, TimeoutError):
+                    chunk = await watch.next_chunk(lambda: stdout.read(STREAM_CHUNK_BYTES))
+                except IdleTimeout:
                     raise CommandTimeout(self.host, list(argv), idle_timeout_s or 0) from None
+                except Silent as why:
+                    raise silent_error(self.host, argv, why.silent_s, why.pid) from None  # killed below
                 if not chunk:
                     break
                 for line in lines.feed(chunk):
                     yield line
             status = await proc.wait()
-            err = (await err_task).decode("utf-8", "replace")
+            err = await watch.stderr_text()
             if status != 0:
                 raise RemoteCommandError(self.host, list(argv), status, err)
         finally:
             if proc.returncode is None:
                 children.kill(proc)  # not proc.kill(): it may reap a child that just exited (children.py)
                 await proc.wait()
-            if not err_task.done():
-                err_task.cancel()
+            await watch.close()
 
     async def put(self, local: Path, remote: str) -> None:
         dest = self.home / remote

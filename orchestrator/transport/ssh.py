@@ -69,6 +69,7 @@ from orchestrator.transport.sshconfig import (
     parse_jump,
     proxy_command_argv,
 )
+from orchestrator.transport.watch import IdleTimeout, Silent, StreamWatch, silent_error
 
 BANNER_MAX_BYTES = 8192  # RFC 4253 §4.2 lets a server send other lines before its version line
 PER_ADDRESS_HANDSHAKES = 8  # below sshd's default MaxStartups start (10), see the module docstring
@@ -540,6 +541,7 @@ class SshTransport:
         idle_timeout_s: float | None = None,
         max_line: int = MAX_LINE_BYTES,
         input: bytes | None = None,
+        silent_s: float | None = None,
     ) -> AsyncIterator[Line]:
         cmd = shlex.join(argv)
         try:
@@ -548,13 +550,22 @@ class SshTransport:
             proc = await self._conn.create_process(cmd, encoding=None, input=input)
         except (asyncssh.Error, OSError) as exc:
             raise ConnectError(self.host, "closed", f"connection lost starting {argv[0]}: {exc}") from None
+        watch = StreamWatch(lambda: proc.stderr.read(STREAM_CHUNK_BYTES), silent_s=silent_s,
+                            idle_timeout_s=idle_timeout_s)  # fmt: skip
         lines = LineSplitter(max_line)
         try:
             while True:
                 try:
-                    chunk = await asyncio.wait_for(proc.stdout.read(STREAM_CHUNK_BYTES), idle_timeout_s)
-                except (asyncio.TimeoutError, TimeoutError):
+                    chunk = await watch.next_chunk(lambda: proc.stdout.read(STREAM_CHUNK_BYTES))
+                except IdleTimeout:
                     raise CommandTimeout(self.host, list(argv), idle_timeout_s or 0) from None
+                except Silent as why:
+                    # sshd delivers a "signal" request as killpg() of the session's command, which a stopped one
+                    # dies of too — but not on a root login (no privilege separation there: sshd refuses), so the
+                    # caller also kills the pid named by the heartbeats (the runner: ``agent stop-follower``)
+                    with contextlib.suppress(Exception):
+                        proc.send_signal("KILL")
+                    raise silent_error(self.host, argv, why.silent_s, why.pid) from None
                 except (asyncssh.Error, OSError) as exc:
                     raise ConnectError(self.host, "closed", f"connection lost: {exc}") from None
                 if not chunk:
@@ -567,14 +578,14 @@ class SshTransport:
                 pass
             status = proc.exit_status
             if status is None or proc.exit_signal:  # asyncssh: -1 with the signal sshd named
-                _no_status(self.host, argv, proc.exit_signal, await _read_all(proc.stderr) if proc.exit_signal else "")
+                _no_status(self.host, argv, proc.exit_signal, await watch.stderr_text() if proc.exit_signal else "")
             if status != 0:
-                err = await _read_all(proc.stderr)
-                raise RemoteCommandError(self.host, list(argv), status, err)
+                raise RemoteCommandError(self.host, list(argv), status, await watch.stderr_text())
         finally:
             if proc.exit_status is None:
                 with contextlib.suppress(Exception):
                     proc.close()
+            await watch.close()
 
     async def put(self, local: Path, remote: str) -> None:
         parent = str(Path(remote).parent)
@@ -627,14 +638,6 @@ async def _close_all(conns: Iterable[asyncssh.SSHClientConnection]) -> None:
         conn.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(conn.wait_closed(), 5)
-
-
-async def _read_all(stream: Any) -> str:
-    try:
-        data = await asyncio.wait_for(stream.read(), 2)
-    except Exception:  # noqa: BLE001 - best effort tail for an error message
-        return ""
-    return data if isinstance(data, str) else data.decode("utf-8", "replace")
 
 
 async def connect(

@@ -258,3 +258,77 @@ def test_a_host_gone_silent_mid_run_is_dropped_by_keepalive_and_followed_again(
         assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == list(range(1, 41))
     finally:
         store.close()
+
+
+def _alive(pid: int) -> bool:
+    """``pid`` is a process that has not exited (a zombie has: only its parent's reaping is left)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _stop_follower_mid_run(orch: Orch, host: str) -> tuple[dict[str, Any], Store]:
+    """SIGSTOP the process that streams the spool to orch after the first stored result (the worker runs on). It
+    writes nothing, not even its heartbeat: orch kills it once ORCH_FOLLOWER_SILENT_S has passed and follows the
+    spool again from the last stored line. Before, the run waited without end. The stopped followers must be gone
+    when the run ends: orch killed them (the test's own SIGCONT and SIGKILL in ``finally`` only clean up a
+    failure)."""
+    proc = orch.popen("run", "moe-sweep", "--hosts", host, "--preset", "tiny", *CASES, "--json",
+                      "--timeout", str(scaled(30)))  # fmt: skip
+    store = Store.from_url(orch.db_url)
+    stopped: set[int] = set()
+    try:
+        run_id = wait_for(lambda: _newest_run(store) or (proc.poll() is not None and "ended"), timeout_s=180,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None, "the run ended before its follower could be stopped: " + proc.communicate()[1]
+        pids = wait_for(lambda: _followers(run_id) or proc.poll() is not None, timeout_s=120,
+                        what=f"a follower of run {run_id}")  # fmt: skip
+        assert proc.poll() is None, f"the run ended before its follower was found: {proc.communicate()[1][-3000:]}"
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+        assert stopped, "every follower was gone before it could be stopped"
+        out, err = proc.communicate(timeout=scaled(300))  # it waited without end before
+        with contextlib.suppress(AssertionError):  # judged below, after the cleanup
+            wait_for(lambda: not [p for p in stopped if _alive(p)], timeout_s=30, what="the followers to be gone")
+        left = [p for p in stopped if _alive(p)]
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, out[-3000:] + err[-3000:]
+    assert not left, f"stopped followers {left} were left behind"
+    doc = json.loads(out)
+    assert doc["status"] == "completed", doc
+    hr = store.get_run(doc["run_id"]).host_run(host)
+    assert hr is not None and hr.status == "completed" and hr.info["reconnects"] >= 1, hr
+    assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == list(range(1, 41))
+    return doc, store
+
+
+# 10 s of silence: the follower beats every 1 s (a tenth), so a live one would have to miss ten beats in a row —
+# a loaded 2-core machine delays a runnable process by a fraction of a second, not that; a stopped one misses all.
+FOLLOWER_SILENT_S = "10"
+
+
+@pytest.mark.sshd
+def test_a_stopped_follower_over_ssh_is_killed_and_followed_again(
+    two_hosts: tuple[Orch, list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_FOLLOWER_SILENT_S", FOLLOWER_SILENT_S)
+    _doc, store = _stop_follower_mid_run(two_hosts[0], "gpu-a")
+    store.close()
+
+
+def test_a_stopped_follower_on_a_local_host_is_killed_and_followed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORCH_FOLLOWER_SILENT_S", FOLLOWER_SILENT_S)
+    _doc, store = _stop_follower_mid_run(local_orch(tmp_path), "localhost")
+    store.close()
