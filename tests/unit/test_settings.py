@@ -18,6 +18,8 @@ def test_defaults_without_environment() -> None:
     assert (s.connect_timeout_s, s.command_timeout_s, s.max_concurrency) == (10.0, 60.0, 64)
     assert s.worker_stopped_s == 300.0
     assert Settings(env={"ORCH_WORKER_STOPPED_S": "2.5"}).worker_stopped_s == 2.5
+    assert s.follower_silent_s == 60.0
+    assert Settings(env={"ORCH_FOLLOWER_SILENT_S": "10"}).follower_silent_s == 10.0
 
 
 def test_environment_is_read_case_insensitively_and_arguments_win() -> None:
@@ -36,7 +38,8 @@ def test_environment_is_read_case_insensitively_and_arguments_win() -> None:
     ("name", "value", "why"),
     [("ORCH_CONNECT_TIMEOUT_S", "0", "> 0"), ("ORCH_COMMAND_TIMEOUT_S", "soon", "> 0"),
      ("ORCH_MAX_CONCURRENCY", "0", ">= 1"), ("ORCH_MAX_CONCURRENCY", "2.5", ">= 1"),
-     ("ORCH_WORKER_STOPPED_S", "0", "> 0"), ("ORCH_WORKER_STOPPED_S", "-1", "> 0")],
+     ("ORCH_WORKER_STOPPED_S", "0", "> 0"), ("ORCH_WORKER_STOPPED_S", "-1", "> 0"),
+     ("ORCH_FOLLOWER_SILENT_S", "0", "> 0"), ("ORCH_FOLLOWER_SILENT_S", "never", "> 0")],
 )  # fmt: skip
 def test_a_bad_number_names_the_variable(name: str, value: str, why: str) -> None:
     with pytest.raises(ConfigError) as err:
