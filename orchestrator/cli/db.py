@@ -7,7 +7,7 @@ import typer
 from orchestrator.cli import render
 from orchestrator.cli.context import app_context
 
-app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+app = typer.Typer(help="Database maintenance.", no_args_is_help=True, rich_markup_mode=None)
 
 
 @app.command("upgrade")

@@ -13,7 +13,8 @@ from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 
 app = typer.Typer(
-    help="Show the inventory; record a host's SSH key after confirming its fingerprint.", no_args_is_help=True
+    help="Show the inventory; record a host's SSH key after confirming its fingerprint.", no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 

@@ -21,6 +21,9 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=True,  # --install-completion / --show-completion; names come from cli/complete.py
+    # click's own help layout: paragraphs rewrapped at the terminal's width, option names never cut; typer's rich
+    # panels kept the docstrings' line breaks (mid-sentence at 80 columns) and cut --allreduces-per-layer
+    rich_markup_mode=None,
 )
 
 

@@ -24,7 +24,7 @@ from orchestrator.wording import counted
 if TYPE_CHECKING:
     from orchestrator.store.repo import Store
 
-app = typer.Typer(help="List, show and compare stored runs.", no_args_is_help=True)
+app = typer.Typer(help="List, show and compare stored runs.", no_args_is_help=True, rich_markup_mode=None)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
 RUN_REF_HELP = f"The run: {RUN_REF_FORMS}."
 _AGE_RE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.ASCII)  # ASCII digits: \d also takes other scripts'

@@ -13,7 +13,8 @@ from orchestrator.settings import Settings
 from orchestrator.suites.registry import Registry
 
 app = typer.Typer(
-    help="Benchmark suites: list them, show one's parameters and presets.", no_args_is_help=True
+    help="Benchmark suites: list them, show one's parameters and presets.", no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 JsonOpt = Annotated[
