@@ -79,6 +79,12 @@ class AppContext:
             ) from None
         is_sqlite = parsed.get_backend_name() == "sqlite"
         path = parsed.database or ""
+        if is_sqlite and path in ("", ":memory:"):  # SQLite's in-memory database: every result gone at exit
+            raise ConfigError(
+                f"--db / ORCH_DB_URL names no SQLite file: {redact_url(url)} (an in-memory database is lost when "
+                "orch exits)",
+                "name the file: sqlite:///./orch.db (relative), sqlite:////var/lib/orch/orch.db (absolute)",
+            )
         if is_sqlite and not create and path not in ("", ":memory:") and not Path(path).exists():
             raise ConfigError(
                 f"no orch database at {Path(path).resolve()} ({redact_url(url)})",

@@ -13,7 +13,9 @@ app = typer.Typer(help="Database maintenance.", no_args_is_help=True, rich_marku
 @app.command("upgrade")
 def upgrade(ctx: typer.Context) -> None:
     """Create or migrate the schema to the latest revision (safe to run repeatedly)."""
-    url = app_context(ctx).settings.db_url
+    app = app_context(ctx)
+    app.check_db_url(create=True)  # the same refusals, words and exit 2 as every other command
+    url = app.settings.db_url
     from orchestrator.store.repo import Store  # lazy: SQLAlchemy only for the commands that open the store
 
     store = Store.from_url(url)

@@ -41,12 +41,13 @@ def make_engine(url: str) -> Engine:
         parsed = make_url(url)
     except (ArgumentError, ValueError):  # ValueError: a port that is not a number
         raise ConfigError(
-            f"invalid database URL: {redact_url(url)}",
+            f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
             "use sqlite:///path/to/orch.db or postgresql+psycopg://user:pass@host:5432/db "
             "(percent-encode @ : / in the password)",
         ) from None
     if not is_unambiguous(url):  # before any driver sees it: it could quote pieces of the password
-        raise ConfigError(f"invalid database URL: {redact_url(url)}", f"{AMBIGUOUS}, e.g. p%40ss for p@ss")
+        raise ConfigError(f"--db / ORCH_DB_URL is not a database URL: {redact_url(url)}",
+                          f"{AMBIGUOUS}, e.g. p%40ss for p@ss")  # fmt: skip
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
     kwargs: dict[str, Any] = {"json_serializer": compact_json, "json_deserializer": orjson.loads}
@@ -60,7 +61,7 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(parsed, **kwargs)
     except (NoSuchModuleError, ImportError) as exc:
         raise ConfigError(
-            f"no database driver for {parsed.drivername!r}",
+            f"--db / ORCH_DB_URL names a database driver that is not installed: {parsed.drivername!r}",
             "use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (install orch[postgres] for psycopg)"
             if parsed.get_backend_name() not in ("postgresql", "sqlite")
             else "install orch[postgres] (psycopg) for PostgreSQL URLs",

@@ -51,7 +51,7 @@ def test_a_bad_database_url_ends_an_ssh_run_with_one_clear_line(sshd_bed: SshdBe
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stdout == ""
     assert res.stderr.splitlines() == [
-        "error: no database driver for 'nosuchdriver'",
+        "error: --db / ORCH_DB_URL names a database driver that is not installed: 'nosuchdriver'",
         "hint: use sqlite:///PATH or postgresql+psycopg://USER@HOST/DB (install orch[postgres] for psycopg)",
     ]
 

@@ -54,3 +54,57 @@ def test_a_lock_that_cannot_be_created_fails_at_once_naming_it(tmp_path: Path, w
     assert len(lines) == 2 and lines[1].startswith("hint: ") and fix in lines[1] and "ORCH_DB_URL" in lines[1]
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "no").exists()  # no directory is created on the way
+
+
+# -- item 4: every command, one exit code per kind of bad URL -------------------------------------------------------
+# A URL that is malformed, names no file or a driver that is not installed is the user's setting to fix: exit 2,
+# "error: --db / ORCH_DB_URL ..." and a hint. A server that is down or refuses the credentials is the
+# environment: exit 1 (README, "Exit status"), also from `db upgrade`; `orch serve` alone starts anyway and
+# answers 503 until the database is reachable (test_db_lifecycle.py). Never a traceback, never the password.
+
+SECRET = "Pw0rdS3cret"
+ALL_COMMANDS = [*COMMANDS, ("runs", "list"), ("serve", "--port", "1")]  # serve fails before it binds the port
+CONFIG_SHAPES = {
+    "in-memory": "sqlite:///",
+    "unknown-driver": "nosuch://x",
+    "broken-ipv6": f"postgresql://u:{SECRET}@[::1/x",
+    "empty": "",
+    "driver-not-installed": f"mysql://u:{SECRET}@h/x",
+}
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS, ids=lambda c: "-".join(c[:2]))
+@pytest.mark.parametrize("shape", sorted(CONFIG_SHAPES))
+def test_a_url_that_cannot_be_used_as_written_is_exit_2(tmp_path: Path, shape: str,
+                                                        command: tuple[str, ...]) -> None:  # fmt: skip
+    res = orch(CONFIG_SHAPES[shape], tmp_path, *command)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("error: --db / ORCH_DB_URL ") and lines[1].startswith("hint: ")
+    assert res.stdout == "" and SECRET not in res.stderr
+
+
+@pytest.mark.parametrize("command", ALL_COMMANDS[:3], ids=lambda c: "-".join(c[:2]))
+def test_a_server_that_is_down_is_exit_1_on_every_command(tmp_path: Path, command: tuple[str, ...]) -> None:
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = orch(f"postgresql://u:{SECRET}@127.0.0.1:{port}/x", tmp_path, *command)
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2 and "Connection refused" in lines[0] and lines[1].startswith("hint: "), res.stderr
+    assert SECRET not in res.stdout + res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("command", ALL_COMMANDS[:3], ids=lambda c: "-".join(c[:2]))
+def test_a_server_that_refuses_the_credentials_is_exit_1_on_every_command(pg_url: str, tmp_path: Path,
+                                                                         command: tuple[str, ...]) -> None:  # fmt: skip
+    url = pg_url.replace("postgresql+psycopg://postgres@", f"postgresql+psycopg://nosuchrole:{SECRET}@")
+    res = orch(url, tmp_path, *command)
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 2 and 'role "nosuchrole" does not exist' in lines[0], res.stderr
+    assert lines[1].startswith("hint: ") and SECRET not in res.stdout + res.stderr
