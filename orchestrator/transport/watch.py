@@ -81,8 +81,9 @@ class StreamWatch:
                 waits = []
                 if self.idle_timeout_s is not None:
                     waits.append(max(0.0, begun + self.idle_timeout_s - now))
-                if self.armed and self.silent_s is not None:
-                    waits.append(self.live.remaining(self.silent_s, now))
+                if self.silent_s is not None:
+                    # unarmed: look again after a limit's time (a heartbeat arriving meanwhile arms the check)
+                    waits.append(self.live.remaining(self.silent_s, now) if self.armed else self.silent_s)
                 done, _ = await asyncio.wait({task}, timeout=min(waits) if waits else None)
                 if not done:
                     # A loop that was busy elsewhere may hold unread heartbeats: let its readers run first.
