@@ -113,6 +113,23 @@ _STATUS_STYLE = {
 }
 
 
+CHECK_ABBREVIATIONS = {"banner": "bnr", "hostkey": "key", "python": "py", "agent": "agt",
+                       "slurm": "slrm", "partition": "part"}  # fmt: skip
+"""Doctor's check headers in a terminal too narrow for the full names (a legend under the table spells them)."""
+
+
+def _check_headers(columns: Sequence[str], hosts: list[int], addresses: list[int]) -> dict[str, str]:
+    """The check columns' abbreviated headers (name -> short) when the table with full headers is wider than the
+    console, else none. A check cell is at most 4 characters (ok, warn, FAIL, -), so the full table takes
+    ``host + address + sum(max(len(header), 4)) + 3 * columns + 1`` cells (``fit.table_width``)."""
+    from orchestrator.cli.fit import table_width
+
+    fixed = [max([4, *hosts]), max([7, *addresses])]
+    if table_width([*fixed, *(max(len(n), 4) for n in columns)]) <= console().width:
+        return {}
+    return {n: CHECK_ABBREVIATIONS[n] for n in columns if n in CHECK_ABBREVIATIONS}
+
+
 def doctor_table(report: Any) -> None:
     """One row per host, one column per check; failures and warnings explained below the table."""
     from rich.table import Table
@@ -124,8 +141,9 @@ def doctor_table(report: Any) -> None:
     # (ok, warn, FAIL, skipped) give way first
     table.add_column("host", style="bold", no_wrap=True, min_width=max((len(h.host) for h in report.hosts), default=4))
     table.add_column("address", no_wrap=True, min_width=max((len(a) for a in addresses), default=7))
+    headers = _check_headers(columns, [len(h.host) for h in report.hosts], [len(a) for a in addresses])
     for name in columns:
-        table.add_column(name, justify="center", overflow="fold")
+        table.add_column(headers.get(name, name), justify="center", overflow="fold")
     notes: list[str] = []
     for h, address in zip(report.hosts, addresses, strict=True):
         by_name = {c.name: c for c in h.checks}
@@ -143,6 +161,8 @@ def doctor_table(report: Any) -> None:
         table.add_row(*row)
     c = console()
     c.print(table)
+    if headers:
+        c.print("[dim]" + ", ".join(f"{short} = {name}" for name, short in headers.items()) + "[/dim]")
     for h in report.hosts:
         if h.facts is not None:
             details = [ch.detail for ch in h.checks if ch.name in ("python", "gpus") and ch.status == "ok"]
