@@ -383,8 +383,12 @@ def _listdir(path: str) -> list:
 
 
 def _orch(home: str) -> dict:
-    agent_dir = os.path.join(home, "agent")
-    builds_dir = os.path.join(home, "builds")
+    """What ``orch deploy`` left on the host: agents and engine builds, which deploy always puts under the login
+    user's ``~/.orch`` (``remote/deploy_helper.home``), whatever the host's ``orch_home:`` (``home``: where runs go,
+    reported as it is). Read from ``orch_home``, a host with one saw "no agent deployed" after every deploy."""
+    deployed = resolve_home(None)
+    agent_dir = os.path.join(deployed, "agent")
+    builds_dir = os.path.join(deployed, "builds")
     agents = [
         n
         for n in _listdir(agent_dir)

@@ -189,3 +189,23 @@ def test_guardian_kills_every_process_of_a_sigkilled_worker(tmp_path: Path) -> N
     finally:
         for p in sleeps():
             os.kill(p, signal.SIGKILL)
+
+
+def test_the_deployed_agent_and_builds_are_found_in_the_login_home_whatever_orch_home_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's host with ``orch_home: /scratch/orch``: doctor said "no agent deployed" after every ``orch
+    deploy``, which puts agents and builds under ``~/.orch`` (remote/deploy_helper.home) while the facts looked
+    under ``orch_home``. ``home`` (where runs go) is still ``orch_home``."""
+    from agents.orch_agent import sysinfo
+
+    monkeypatch.setenv("HOME", str(tmp_path / "login"))
+    sha, build = "a" * 64, "b" * 64
+    (tmp_path / "login" / ".orch" / "agent" / sha).mkdir(parents=True)
+    (tmp_path / "login" / ".orch" / "agent" / sha / "agent.pyz").write_bytes(b"PK")
+    (tmp_path / "login" / ".orch" / "builds" / build).mkdir(parents=True)
+    (tmp_path / "login" / ".orch" / "builds" / "current").symlink_to(build)
+    scratch = tmp_path / "scratch" / "orch"
+    scratch.mkdir(parents=True)
+    got = sysinfo._orch(str(scratch))
+    assert got == {"home": str(scratch), "agents": [sha], "builds": [build], "current_build": build}
