@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from orchestrator.agent_build import agent_pyz_bytes, agent_tree_sha256
-from orchestrator.errors import DeployError, UsageError
+from orchestrator.errors import ConfigError, DeployError, UsageError
 from orchestrator.inventory import Host
 from orchestrator.remote import source
 from orchestrator.remote.deploy_helper import Refused, check_members
@@ -58,23 +58,44 @@ class Artifact:
 def agent_artifact() -> Artifact:
     """This orch's agent.pyz, built reproducibly once per process into ``$XDG_CACHE_HOME/orch/agent/<sha256>/``.
 
+    The cached file is compared with the built bytes, not only by size: a file damaged in place (one byte flipped)
+    would otherwise be uploaded by every deploy and fail its sha256 check on the host forever; it is rewritten.
     Safe when several orch processes fill the cache at once: each writes its own temporary file and renames it
-    into place. Raises OSError when the cache directory cannot be written."""
+    into place. Raises ConfigError (exit 2) naming the path and the reason when the cache cannot be written."""
     data = agent_pyz_bytes()
     sha = hashlib.sha256(data).hexdigest()
-    cache_dir = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "orch" / "agent" / sha
+    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orch" / "agent" / sha
     path = cache_dir / "agent.pyz"
-    if not path.is_file() or path.stat().st_size != len(data):
-        cache_dir.mkdir(parents=True, exist_ok=True)
-        # A name of its own: orch processes started together (a CI matrix, several users' first runs) write the
-        # same cache at once, and a shared name lets one rename another's file away from under it.
-        tmp = cache_dir / f"agent.{uuid.uuid4().hex[:12]}.part"
+    if not _holds(path, data):
         try:
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+            _write_cache(cache_dir, path, data)
+        except OSError as exc:
+            where = exc.filename if exc.filename else cache_dir
+            raise ConfigError(
+                f"cannot write orch's agent cache {where}: {exc.strerror or exc}",
+                "free space there, or set XDG_CACHE_HOME to a writable directory",
+            ) from exc
     return Artifact(path, sha, len(data), "agent.pyz", agent_tree_sha256())
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether ``path`` is a file with exactly ``data`` in it (an unreadable one counts as not)."""
+    try:
+        return path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _write_cache(cache_dir: Path, path: Path, data: bytes) -> None:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    # A name of its own: orch processes started together (a CI matrix, several users' first runs) write the
+    # same cache at once, and a shared name lets one rename another's file away from under it.
+    tmp = cache_dir / f"agent.{uuid.uuid4().hex[:12]}.part"
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def pack_build(build: Path, out_dir: Path) -> Artifact:

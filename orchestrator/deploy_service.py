@@ -39,6 +39,7 @@ async def deploy_hosts(
     """Deploy to every selected host, at most ``concurrency`` at once; one row per host (a failed host is a row)."""
     hosts = inventory.select(selector)
     resolver = SshResolver()  # ssh -G answers and known_hosts files read once for all hosts, not once per host
+    deploy.agent_artifact()  # a cache that cannot be written is one ConfigError, not every host's failure
     plan = deploy.plan(build)
     try:
 

@@ -54,7 +54,7 @@ from orchestrator.analysis.enrich import DERIVING_SUITES, enrich_result
 from orchestrator.analysis.gpus import GpuSpec, match_gpu
 from orchestrator.analysis.plateau import moe_points, sweep_plateau
 from orchestrator.analysis.telemetry import mark as mark_telemetry
-from orchestrator.deploy import HostDeploy, deploy_host
+from orchestrator.deploy import HostDeploy, agent_artifact, deploy_host
 from orchestrator.errors import (
     CommandSilent,
     CommandTimeout,
@@ -718,8 +718,10 @@ class Runner:
 
 
     async def run(self) -> RunOutcome:
-        """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting."""
+        """Create the run and run it on every selected host. Raises SelectionError/SuiteError before starting, and
+        ConfigError when the local agent cache cannot be written (once, not as every host's failure)."""
         self._resolver = None
+        agent_artifact()
         slurm = self.inventory.slurm_group(self.req.selector)
         if slurm is not None:  # one sbatch job whose nodes become the hosts (orchestrator/slurm/)
             from orchestrator.slurm.service import SlurmDriver
@@ -841,6 +843,7 @@ class Runner:
         collecting: no agent is started) — then recompute the run's status. Raises UsageError for a run whose
         every host's done line is stored. ``only``: these hosts of the run (orch cancel's collection)."""
         self._resolver = None
+        agent_artifact()
         await self.writer.ready()
         detail = await self.writer.call(self.store.get_run, run_id)
         states = await self.writer.call(self.store.host_run_states, run_id)
