@@ -64,10 +64,12 @@ class Spool:
     def __init__(self, path: str) -> None:
         self.path = path
         try:
-            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            # read-write: the last bytes this appender wrote are read back (os.pread) before each append
+            self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as exc:
             raise SpoolWriteError(path, exc) from None
         self._known: tuple[int, int, bool] | None = None  # (size, lines, ends_with_newline)
+        self._tail = b""  # the file's last TAIL bytes up to _known's size, as this appender last saw or wrote them
         self.written = 0  # lines this appender wrote: the agent's own count, reconciled by orch at done
 
     def close(self) -> None:
@@ -81,28 +83,47 @@ class Spool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    TAIL = 64  # bytes before the known end read back on each append (as SpoolCursor.TAIL for the follower)
+
     def _position(self) -> tuple[int, int, bool]:
-        """``(size in bytes, lines, ends with a newline)`` of the spool now. Raises SpoolWriteError when the file
-        was removed or replaced (renamed over) since this appender opened it, or is shorter than what this
-        appender has seen (truncated): the lines already written, and their seqs, are gone from it, and going on
-        would number new lines from what is left — lines that a follower from the stored position would take for
-        the lost ones. Other writers only append (``cancel``'s ``done``), which is a larger size."""
+        """``(size in bytes, lines, ends with a newline)`` of the spool now, and the file's last :attr:`TAIL`
+        bytes in ``_tail``. Raises SpoolWriteError when the spool is not the one this appender knows: the file was
+        removed, or another file is at its path (renamed over it, also when a hard link keeps the old one: its
+        (st_dev, st_ino) is compared with the path's, not only st_nlink); it is shorter than what this appender
+        has seen (truncated); or the last bytes this appender saw or wrote are not at their place any more
+        (rewritten in place, at the same length or cut and grown back). Going on would number new lines from
+        what is left, lines that a follower from the stored position would take for the lost ones. Other writers
+        only append, under the flock (``cancel``'s ``done``): a larger size with those bytes intact."""
         st = os.fstat(self._fd)
         size = st.st_size
-        if st.st_nlink == 0:
+        try:
+            at_path = os.stat(self.path)
+            replaced = (at_path.st_dev, at_path.st_ino) != (st.st_dev, st.st_ino)
+        except FileNotFoundError:
+            replaced = True
+        if st.st_nlink == 0 or replaced:
             raise SpoolWriteError(self.path, "the spool was removed or replaced by something other than the agent; "
                                   "its lines are no longer at this path")  # fmt: skip
         if self._known is not None:
-            if self._known[0] == size:
-                return size, self._known[1], self._known[2]
-            if size < self._known[0]:
+            known_size, known_lines, _ = self._known
+            if size < known_size:
                 raise SpoolWriteError(
                     self.path,
-                    f"the spool was truncated by something other than the agent ({self._known[0]} bytes, "
-                    f"{self._known[1]} lines, before; {size} bytes now); not numbering new lines from what is left",
+                    f"the spool was truncated by something other than the agent ({known_size} bytes, "
+                    f"{known_lines} lines, before; {size} bytes now); not numbering new lines from what is left",
                 )
+            if self._tail and os.pread(self._fd, len(self._tail), known_size - len(self._tail)) != self._tail:
+                raise SpoolWriteError(
+                    self.path,
+                    f"the spool was rewritten in place by something other than the agent (its bytes before "
+                    f"{known_size}, the end of line {known_lines - 1} as the agent wrote it, differ now; "
+                    f"{size} bytes now); not numbering new lines from what is left",
+                )
+            if known_size == size:
+                return size, known_lines, self._known[2]
         with open(self.path, "rb") as f:
             data = f.read()
+        self._tail = data[-self.TAIL :]
         return len(data), count_lines(data), (not data or data.endswith(b"\n"))
 
     def append(self, type_: str, fsync: bool = False, **fields: Any) -> int:
@@ -131,6 +152,7 @@ class Spool:
                 self._known = None
                 raise SpoolWriteError(self.path, exc) from None
             self._known = (size + len(line), seq + 1, True)
+            self._tail = (self._tail + line)[-self.TAIL :]
             self.written += 1
             return seq
         finally:

@@ -106,6 +106,49 @@ def test_a_spool_replaced_or_removed_under_its_writer_is_refused(tmp_path: Path)
         assert not path.exists()
 
 
+@pytest.mark.parametrize("regrow", [0, 1, 40])
+def test_a_spool_rewritten_in_place_under_its_writer_is_refused(tmp_path: Path, regrow: int) -> None:
+    """The size alone does not prove the lines are still there: a rewrite at the same length (``regrow`` 0: the
+    same bytes count, other lines) and a truncation grown back past the size the writer knew (1, 40 bytes more,
+    which looked like another writer's append) were numbered on. The writer reads back its last bytes first."""
+    path = tmp_path / "events.jsonl"
+    with Spool(str(path)) as sp:
+        for i in range(3):
+            sp.append("log", level="info", message=f"line {i}")
+        before = path.read_bytes()
+        lines = before.splitlines(keepends=True)
+        # head -n 1 events.jsonl > t; cat t > events.jsonl; then lines of the same shape grow it back
+        other = lines[0] + lines[2] + lines[1]  # the same bytes count, lines moved
+        other += (b"x" * (regrow - 1) + b"\n") if regrow else b""
+        with open(path, "r+b") as f:
+            f.truncate(0)
+            f.write(other)
+        assert len(other) == len(before) + regrow
+        with pytest.raises(SpoolWriteError) as err:
+            sp.append("result", case_index=3, case={}, metrics={})
+        assert str(err.value).startswith(f"cannot write {path}: the spool was rewritten in place by something other "
+                                         f"than the agent (its bytes before {len(before)}, the end of line 2 as the "
+                                         f"agent wrote it, differ now; {len(other)} bytes now); not numbering new "
+                                         "lines from what is left")  # fmt: skip
+        assert err.value.errno is None and path.read_bytes() == other and sp.written == 3
+
+
+def test_a_spool_swapped_for_a_copy_while_a_hard_link_keeps_it_is_refused(tmp_path: Path) -> None:
+    """``ln events.jsonl keep; cp events.jsonl new; mv new events.jsonl``: the writer's file still has a link
+    (st_nlink 1, not 0), and the copy at the path has the same bytes, but it is another file: refused."""
+    path, keep, new = tmp_path / "events.jsonl", tmp_path / "keep", tmp_path / "new"
+    with Spool(str(path)) as sp:
+        sp.append("log", level="info", message="one")
+        keep.hardlink_to(path)
+        new.write_bytes(path.read_bytes())
+        new.replace(path)
+        assert keep.stat().st_nlink == 1
+        with pytest.raises(SpoolWriteError, match="the spool was removed or replaced by something other than the "
+                                                  "agent; its lines are no longer at this path"):  # fmt: skip
+            sp.append("log", level="info", message="two")
+        assert path.read_bytes() == keep.read_bytes() and count_lines(keep.read_bytes()) == 1 and sp.written == 1
+
+
 def test_a_spool_grown_by_another_writer_is_continued(tmp_path: Path) -> None:
     """Growth is not tampering: ``cancel`` appends ``done`` beside a worker (both through Spool, under flock)."""
     path = tmp_path / "events.jsonl"
@@ -113,6 +156,10 @@ def test_a_spool_grown_by_another_writer_is_continued(tmp_path: Path) -> None:
         assert a.append("log", level="info", message="one") == 0
         assert b.append("log", level="info", message="two") == 1
         assert a.append("log", level="info", message="three") == 2
+        for i in range(3):  # lines shorter than the tail compared, then a's turn again
+            assert b.append("x") == 3 + i
+        assert a.append("log", level="info", message="four") == 6
+        assert b.append("done", status="completed") == 7
 
 
 def test_count_lines_and_iter_new_lines(tmp_path: Path) -> None:
