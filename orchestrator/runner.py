@@ -1113,6 +1113,12 @@ async def cancel_run(
         if v.store:
             store.finish_host_run(detail.id, o.host.name, "cancelled", v.stored_error)
         res.append(HostOutcome(o.host.name, v.status, error=v.error))
-    status = run_status(store.get_run(detail.id).host_runs) if collected else "cancelled"
+    final = store.get_run(detail.id)
+    status = run_status(final.host_runs) if collected else "cancelled"
     store.finish_run(detail.id, status)
+    # the counts are the store's (as runs show --json gives them), not this process's: it saw none of the lines
+    # ingested by the orch that started the run
+    stored = {h.host: h for h in final.host_runs}
+    res = [dataclasses.replace(h, results=stored[h.host].results, errors=stored[h.host].errors)
+           if h.host in stored else h for h in res]  # fmt: skip
     return RunOutcome(detail.id, detail.suite, status, res)
