@@ -26,7 +26,7 @@ from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
 from orchestrator.ingest import HostVerdict, SpoolLines, done_record, host_verdict
-from orchestrator.inventory import Host, Inventory
+from orchestrator.inventory import HOST_NAME_RE, Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
 from orchestrator.store.records import HostRunRecord
@@ -283,6 +283,10 @@ def _host_name(path: Path, host: str | None, existing: list[str] | None, run_id:
     its results twice, under both); else ``--host``, the run directory's name, or the run's only host. Raises
     UsageError when the hello and ``--host`` disagree, or when nothing tells the host."""
     written_for = hello.data.get("host")
+    for name, where in ((written_for, f"{path}:1: the hello names host"), (host, "--host")):
+        if isinstance(name, str) and name and not HOST_NAME_RE.fullmatch(name):
+            raise UsageError(f"{where} {name!r}, which is not a host name; nothing was imported",
+                             "a host name is 1-128 letters, digits and '._-', as in the inventory")  # fmt: skip
     if isinstance(written_for, str) and written_for:
         if host and host != written_for:
             raise UsageError(

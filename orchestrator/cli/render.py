@@ -56,9 +56,10 @@ _UNPRINTABLE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u20
 def visible(text: str, *, lines: bool = False) -> str:
     """``text`` with every character a terminal would act on written as a Python escape (``"a\x1bb"`` ->
     ``a\\x1bb``): control characters, line/paragraph separators, bidi overrides; tab and newline too unless
-    ``lines`` (a message that may span lines)."""
+    ``lines`` (a message that may span lines). A NUL is shown as U+2400 (␀), the character the store keeps in its
+    place (store/storable.py), so a text shows alike whether it was stored with the stand-in or read raw."""
     pattern = _UNPRINTABLE if lines else _UNPRINTABLE_LINE
-    return pattern.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text)
+    return pattern.sub(lambda m: m.group(0).encode("unicode_escape").decode("ascii"), text.replace("\x00", "\u2400"))
 
 
 # rich.markup's tag pattern, and a backslash run before any other "[" (rich's renderer turns "\\[" outside a tag

@@ -153,3 +153,21 @@ def test_a_run_started_by_orch_run_takes_no_host_it_was_not_started_on(
     assert store.get_run(RUN_ID).hosts == ["box-0", "box-1"] and store.get_run(RUN_ID).results == 0
     out = import_spool(store, spool, host="box-1", registry=reg)  # one of its hosts: imported
     assert (out.host, out.results) == ("box-1", 3)
+
+
+@pytest.mark.parametrize("bad", ["a\x00b", "../etc", "-x", "h3[/bold]"])
+def test_a_host_name_the_inventory_would_refuse_is_refused_from_a_hello_or_host(
+    store: Store, tmp_path: Path, suite_dir: Path, bad: str
+) -> None:
+    """The hello's host is taken as the stored host's name: it follows the inventory's rule for names (a NUL in
+    one was stored raw on SQLite and would fail on PostgreSQL)."""
+    reg = load_registry([suite_dir])
+    spool = tmp_path / "bad.jsonl"
+    spool.write_bytes(b"".join(line + b"\n" for line in _with_host(echo_lines(), bad)))
+    with pytest.raises(UsageError, match="which is not a host name; nothing was imported"):
+        import_spool(store, spool, host=None, registry=reg)
+    plain = tmp_path / "plain.jsonl"
+    plain.write_bytes(b"".join(line + b"\n" for line in echo_lines()))
+    with pytest.raises(UsageError, match=r"^--host .* which is not a host name"):
+        import_spool(store, plain, host=bad, registry=reg)
+    assert store.list_runs().items == []

@@ -88,3 +88,12 @@ def test_moe_table_keeps_every_figure_whole_at_80_columns(width: int) -> None:
     con = Console(highlight=False, emoji=False, width=width, record=True)
     con.print(render._moe_table("moe-sweep on gpu-0", rows))
     assert "% of roof" in con.export_text() and "% of peak" not in con.export_text()
+
+
+def test_visible_shows_a_nul_as_the_stores_stand_in_and_other_controls_as_escapes() -> None:
+    """A host name read raw with a NUL (SQLite keeps it) showed as ``\\x00`` where every stored text shows U+2400:
+    the hypothesis test of untrusted text failed on seed 2."""
+    from orchestrator.cli.render import visible
+
+    assert visible("a\x00b\x1bc\td") == "a\u2400b\\x1bc\\td"
+    assert visible("a\x00\nb", lines=True) == "a\u2400\nb"
