@@ -411,7 +411,10 @@ def host_argv(host: Host) -> tuple[list[str], dict[str, str]]:
         args += ["-p", str(host.port)]
         given["port"] = "inventory `port:` (ssh -p)"
     if host.address:
-        args += ["-o", f"HostName={host.address}"]
+        # ssh expands %-tokens in HostName (ssh_config(5) TOKENS: %% and %h), so an IPv6 zone id
+        # (fe80::1%lo) must reach it as %%; it prints the address back unescaped. -l and -p are taken literally,
+        # and -i keeps its tokens on purpose (expand_path applies them, as ssh does).
+        args += ["-o", "HostName=" + host.address.replace("%", "%%")]
         given["hostname"] = "inventory `address:` (ssh -o HostName=)"
     if host.identity_file:
         args += ["-i", host.identity_file]
