@@ -29,6 +29,12 @@ const shortId = (id) => id.replace(/-/g, "").slice(-8);
 
 class NeedToken extends Error {}
 
+// JSON.parse rounds an integer past 2**53 (a case parameter such as n=9007199254740993 shows as ...992): such a
+// number is kept as the digits the server wrote, read from the reviver's source text (TC39 "JSON.parse source
+// text access", Chromium 114+; where a browser lacks it, the number is parsed as before).
+const exactInts = (_k, v, ctx) => typeof v === "number" && Number.isInteger(v) && !Number.isSafeInteger(v) &&
+  ctx && typeof ctx.source === "string" && /^-?[0-9]+$/.test(ctx.source) ? ctx.source : v;
+
 async function get(path, params) {
   const url = new URL(API + path, location.origin);
   for (const [k, v] of Object.entries(params || {})) {
@@ -37,7 +43,7 @@ async function get(path, params) {
   const token = sessionStorage.getItem(TOKEN_KEY) || "";
   const r = await fetch(url, { headers: token ? { Authorization: "Bearer " + token } : {} });
   let body = null;
-  try { body = await r.json(); } catch (_) { /* a non-JSON answer: reported below */ }
+  try { body = JSON.parse(await r.text(), exactInts); } catch (_) { /* a non-JSON answer: reported below */ }
   if (r.status === 401) throw new NeedToken(token ? "the read token was refused" : "this server needs a read token");
   if (!r.ok) {
     const d = body && body.detail;

@@ -356,3 +356,25 @@ def test_compare_page_shows_the_statistics_of_two_recorded_h200_sweeps(
         s = c["stats"]
         assert cells[6].startswith("q ") and cells[6].endswith(f" · n {s['n_base']}/{s['n_head']}"), cells
     assert page.errors == []
+
+
+def test_an_integer_case_parameter_past_2_53_is_shown_with_its_digits(
+    store: Store, serve: Callable[[Settings, Store], str], open_page: Callable[[str], Any]
+) -> None:
+    """A tester's case parameter n=9007199254740993 (2**53 + 1; suite parameters are int64): the API sends it
+    exactly, and the browser's JSON.parse made it ...992 on the run page."""
+    rid = store.create_run(suite="serve", params={}, preset=None, label="big", hosts=["h1"], started_by="t@box",
+                           started_on="box")  # fmt: skip
+    store.upsert_host("h1", address=None, group="g", labels={})
+    store.start_host_run(rid, "h1", facts={}, agent_version="v", build_sha=None)
+    events = [Event(seq=i, type="result", data={"case": {"C": c, "n": 2**53 + 1},
+                                                "metrics": {"wall_ms": {"value": 2.0 + c, "unit": "ms"}}})
+              for i, c in enumerate((1, 2))]  # fmt: skip
+    store.ingest(rid, "h1", events)
+    store.finish_host_run(rid, "h1", "completed")
+    store.finish_run(rid, "completed")
+    page = open_page(serve(Settings(), store) + f"/runs/{short(rid)}")
+    ready(page)
+    cells = page.evaluate("[...document.querySelectorAll('details.results td:nth-child(2)')].map((t) => t.textContent)")
+    assert cells and all("n=9007199254740993" in c for c in cells), cells
+    assert page.errors == []
