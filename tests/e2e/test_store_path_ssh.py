@@ -171,6 +171,61 @@ def test_a_spool_changed_mid_run_is_one_error_naming_it_and_resume_stores_nothin
         store.close()
 
 
+def test_resume_after_the_spool_was_cut_once_the_worker_had_finished_names_the_change(
+    bed: tuple[Orch, SshdHost], tmp_path: Path
+) -> None:
+    """orch is killed mid-run (the worker goes on, as it does when SSH drops), the worker finishes, and then
+    the spool is cut to fewer lines than orch stored (``head -n 2 events.jsonl > t; cat t > events.jsonl``).
+    ``--resume`` said 'the agent worker exited without finishing and recorded no reason ... the OOM killer';
+    now the agent's follow sees a spool shorter than orch's position with no worker left, and the host's one
+    error names the change and both counts. Nothing more is stored. No timing: case 2 waits for a gate file."""
+    orch, host = bed
+    gate = tmp_path / "gate"
+    suites = _suite(tmp_path, "gated", GATED_TOOL.replace("GATE", repr(str(gate))), [1, 2, 3])
+    proc = orch.popen("run", "gated", "--hosts", "ct200", "--suite-dir", str(suites), "--json")
+    try:
+        deadline = time.monotonic() + 180
+        spool: Path | None = None
+        while time.monotonic() < deadline:  # case 1's result stored: hello, case_start, result, case_start (2)
+            found = list((host.home / ".orch" / "runs").glob("*/gpu-a/events.jsonl"))
+            if found and len(found[0].read_bytes().splitlines()) >= 4 and _stored_last_seq(orch, found[0]) >= 3:
+                spool = found[0]
+                break
+            time.sleep(0.2)
+        assert spool is not None, "case 1 was not stored within 180 s"
+    finally:
+        proc.kill()  # orch dies without a word to the host; the detached worker goes on
+        proc.communicate(timeout=60)
+        gate.touch()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and b'"type":"done"' not in spool.read_bytes():
+        time.sleep(0.2)
+    lines = spool.read_bytes().splitlines(keepends=True)
+    assert b'"type":"done"' in lines[-1], "the worker did not finish within 180 s"
+    run_id = spool.parent.parent.name
+    assert _stored_last_seq(orch, spool) == 3
+    with open(spool, "r+b") as f:  # head -n 2 events.jsonl > t; cat t > events.jsonl
+        f.truncate(0)
+        f.write(b"".join(lines[:2]))
+
+    again = orch("run", "--resume", run_id, "--suite-dir", str(suites), "--json", timeout=300)
+    assert again.returncode == 1, again.stdout[-3000:] + again.stderr[-3000:]
+    [h] = json.loads(again.stdout)["hosts"]
+    assert h["status"] == "failed" and (h["results"], h["errors"]) == (1, 0), h
+    assert h["error"] == (
+        f"the spool {spool} has 2 lines, orch had stored 4: it was cut or rewritten on the host after orch read it; "
+        "the 4 lines already stored are kept; nothing after them is trusted"
+    ), h["error"]
+    assert h["hint"].startswith("something on the host wrote to the run's events.jsonl"), h
+    assert "OOM" not in h["error"] + h["hint"]
+    store = Store.from_url(orch.db_url)
+    try:
+        assert [(r.seq, r.case["n"]) for r in store.results(run_id, limit=10).items] == [(2, 1)]
+        assert store.last_seq(run_id, "gpu-a") == 3
+    finally:
+        store.close()
+
+
 def _stored_last_seq(orch: Orch, spool: Path) -> int:
     store = Store.from_url(orch.db_url)
     try:
