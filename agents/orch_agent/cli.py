@@ -363,8 +363,9 @@ def cmd_follow(args: argparse.Namespace) -> int:
 def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, stopped_limit_s: float,
             heartbeat_s: float = 0.0) -> int:  # fmt: skip
     """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``;
-    ``spool_changed`` when the worker is gone and the spool has fewer lines than ``from_seq`` (the lines orch
-    stored: the file was cut or rewritten after orch read it, not a death to blame on the OOM killer); and
+    ``spool_changed`` when the worker is gone without a recorded reason and the spool has fewer lines than
+    ``from_seq`` (the lines orch stored: the file was cut or rewritten after orch read it, not a death to blame on
+    the OOM killer); and
     ``worker_stopped`` once the worker has been stopped for ``stopped_limit_s`` (s) with no new line: a stopped
     worker writes nothing and cannot keep its own deadlines, and orch would wait on it without end.
     ``heartbeat_s`` > 0: ``HEARTBEAT`` on stderr now and every that many seconds (the follower's own liveness,
@@ -415,7 +416,9 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, 
                     EXIT_DEAD,
                     {"run_id": rd.run_id, "pid": rd.pid(), "lines": cursor.line, "path": rd.spool},
                 )
-            if not starting and cursor.line < from_seq:  # orch stored lines the spool no longer has: not a death
+            # orch stored lines the spool no longer has: not a death. A reason the worker recorded (it refused the
+            # changed spool itself, SpoolWriteError) says more, and is the worker_dead below.
+            if not starting and cursor.line < from_seq and not rd.reason():
                 raise CliError(
                     f"the spool {rd.spool} has {cursor.line} lines, orch had stored {from_seq}: it was cut or "
                     "rewritten on the host after orch read it",
