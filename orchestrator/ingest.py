@@ -154,6 +154,18 @@ TERMINATED_HINT = (
 )
 
 
+def _only_more_stored(done: Mapping[str, Any], done_seq: int, results: int, errors: int, judged: int) -> bool:
+    """Whether every count that disagrees is larger in the store than the agent's: lines the agent did not write
+    (appended by something else, a foreign or repeated line) — nothing it wrote is missing. False when a count is
+    smaller, or unknown (missing or not a count)."""
+    stored = {"lines": done_seq, "results": results + judged, "errors": errors - judged}
+    keys = [k for k in stored if k in done or k != "lines"]
+    agent = {k: _count(done.get(k)) for k in keys}
+    if any(v is None for v in agent.values()):
+        return False
+    return all(stored[k] >= v for k, v in agent.items() if v is not None)
+
+
 @dataclass(frozen=True)
 class HostVerdict:
     """A host's end of a run. ``status``: completed | partial (some cases failed) | failed | cancelled."""
@@ -188,7 +200,9 @@ def host_verdict(
         hint = TERMINATED_HINT if done.get("stopped_by") == "sigterm" else None
         return HostVerdict("failed", "; ".join([reason, *problems]), hint)
     if problems:
-        return HostVerdict("failed", "; ".join(problems) + " (the store does not hold what the agent wrote)")
+        why = ("the spool holds lines the agent did not write" if _only_more_stored(done, done_seq, results, errors,
+               judged) else "the store does not hold what the agent wrote")  # fmt: skip
+        return HostVerdict("failed", "; ".join(problems) + f" ({why})")
     failed = f"{counted(errors, 'case')} failed" + (f": {first_error[:300]}" if first_error else "")
     if done.get("status") == "failed" or (results == 0 and errors > 0):
         return HostVerdict("failed", failed if errors else "the agent reported failure")

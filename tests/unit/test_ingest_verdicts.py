@@ -114,3 +114,29 @@ def test_the_first_error_is_named_with_the_count_of_failed_cases() -> None:
         "failed", "4 cases failed: " + "x" * 300
     )
     assert host_verdict(done, results=3, errors=1, judged=1) == HostVerdict("partial", "1 case failed")
+
+
+def test_a_spool_holding_more_than_the_agent_wrote_is_not_called_a_loss() -> None:
+    """A tester's ``echo junk >> events.jsonl`` mid-run: "9 lines on the host before done, 10 stored; 0 errors on
+    the host, 1 stored (the store does not hold what the agent wrote)" — the store held more, not less. Every
+    count larger in the store is a line the agent did not write; one count smaller is a loss, as before."""
+    foreign = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
+    assert host_verdict(foreign, results=4, errors=1) == HostVerdict(
+        "failed",
+        "9 lines on the host before done, 10 stored; 0 errors on the host, 1 stored"
+        " (the spool holds lines the agent did not write)",
+    )
+    lost = done_record(Event(seq=8, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
+    assert host_verdict(lost, results=3, errors=0).error == (
+        "9 lines on the host before done, 8 stored; 4 results on the host, 3 stored"
+        " (the store does not hold what the agent wrote)"
+    )
+    both = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
+    assert (host_verdict(both, results=3, errors=2).error or "").endswith("(the store does not hold what the agent wrote)")
+    unknown = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": "x", "errors": 0}}))
+    assert (host_verdict(unknown, results=4, errors=1).error or "").endswith("(the store does not hold what the "
+                                                                              "agent wrote)")  # fmt: skip
+    judged = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
+    # a judged error row counts as the agent's result: 3 ok + 1 judged = the agent's 4; one foreign error more
+    assert (host_verdict(judged, results=3, errors=2, judged=1).error or "").endswith("(the spool holds lines the "
+                                                                                       "agent did not write)")  # fmt: skip
