@@ -132,11 +132,11 @@ def test_a_spool_holding_more_than_the_agent_wrote_is_not_called_a_loss() -> Non
         " (the store does not hold what the agent wrote)"
     )
     both = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
-    assert (host_verdict(both, results=3, errors=2).error or "").endswith("(the store does not hold what the agent wrote)")
+    loss = "(the store does not hold what the agent wrote)"
+    assert (host_verdict(both, results=3, errors=2).error or "").endswith(loss)
     unknown = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": "x", "errors": 0}}))
-    assert (host_verdict(unknown, results=4, errors=1).error or "").endswith("(the store does not hold what the "
-                                                                              "agent wrote)")  # fmt: skip
+    assert (host_verdict(unknown, results=4, errors=1).error or "").endswith(loss)
     judged = done_record(Event(seq=10, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
     # a judged error row counts as the agent's result: 3 ok + 1 judged = the agent's 4; one foreign error more
-    assert (host_verdict(judged, results=3, errors=2, judged=1).error or "").endswith("(the spool holds lines the "
-                                                                                       "agent did not write)")  # fmt: skip
+    foreign_text = "(the spool holds lines the agent did not write)"
+    assert (host_verdict(judged, results=3, errors=2, judged=1).error or "").endswith(foreign_text)
