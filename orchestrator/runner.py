@@ -1056,15 +1056,19 @@ def _stop_failure(stop: asyncio.Future[Any]) -> str | None:
 
 
 async def _cancel_on_host(
-    host: Host, run_id: str, *, dep: HostDeploy | None, timeout_s: float, resolver: SshResolver | None = None
+    host: Host, run_id: str, *, dep: HostDeploy | None, timeout_s: float, resolver: SshResolver | None = None,
+    stored: int | None = None,
 ) -> None:
     """On a new connection, ``agent cancel RUN_ID`` (the whole remote process group). Without ``dep`` (another
-    orch process started the run) the deploy check finds the agent first. Raises OrchError."""
+    orch process started the run) the deploy check finds the agent first. ``stored``: lines of the host's spool
+    in the store; the agent writes no ``done`` into a spool with fewer (cut on the host: exit 6, named). Raises
+    OrchError."""
     t = await open_transport(host, timeout_s=timeout_s, resolver=resolver)
     try:
         if dep is None:
             dep = await deploy_host(t, host)
-        await agent_json(t, [*agent_argv(host, dep), "cancel", run_id, *run_opts(host)], timeout_s=30)
+        position = ["--stored", str(stored)] if stored else []
+        await agent_json(t, [*agent_argv(host, dep), "cancel", run_id, *position, *run_opts(host)], timeout_s=30)
     finally:
         await t.close()
 
@@ -1089,8 +1093,10 @@ async def cancel_run(
 
         return await cancel_slurm_run(inventory, store, detail.id, detail.info["slurm"], timeout_s=timeout_s)
 
+    positions = {h.host: h.last_seq + 1 for h in store.host_run_states(detail.id)}
+
     async def one(host: Host) -> HostOutcome:
-        await _cancel_on_host(host, detail.id, dep=None, timeout_s=timeout_s)
+        await _cancel_on_host(host, detail.id, dep=None, timeout_s=timeout_s, stored=positions.get(host.name))
         return HostOutcome(host.name, "cancelled")
 
     hosts = [inventory.host(h) for h in detail.hosts]

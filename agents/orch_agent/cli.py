@@ -2,9 +2,9 @@
 
 Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a different
 spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see ``leases.py``); 3 the worker
-died without writing ``done`` (``follow``, ``start`` of such a run; code ``spool_gone`` with its ``path`` when
-the spool itself is not there: moved or deleted); 4 no such run; 5 the run's directory cannot be
-written (disk full, I/O error; the message names the path); 6 ``follow``: the spool was truncated, replaced or
+died without writing ``done`` (``follow``, ``start`` of such a run; code ``spool_gone`` with its ``path`` when the
+spool itself is not there: moved or deleted); 4 no such run; 5 the run's directory cannot be written (disk full, I/O
+error; the message names the path); 6 ``follow``, ``cancel --stored N``: the spool was truncated, replaced or
 rewritten under it (code ``spool_changed``, naming it); 7 ``follow``: the worker has been stopped (SIGSTOP, a
 debugger, a suspended job) for ``--stopped-limit-s`` (code ``worker_stopped``, with its ``pid`` and ``stopped_s``;
 the worker is left as it is); 1 anything unexpected. Errors are ``{"error": message, "code": short_name}`` — on
@@ -488,6 +488,16 @@ def cmd_cancel(args: argparse.Namespace) -> int:
         if group_alive(pid) or session_members(pid):
             killed = kill_session(pid, exclude=(os.getpid(),), deadline_s=10.0) > 0
     if find_done(read_lines(rd.spool)) is None:
+        have = len(read_lines(rd.spool))
+        if args.stored is not None and have < args.stored:  # cut or rewritten: a done now would sit at a stored seq
+            raise CliError(
+                f"the spool {rd.spool} has {have} lines, orch had stored {args.stored}: it was cut or rewritten on "
+                "the host after orch read it; no done line written",
+                "spool_changed",
+                EXIT_SPOOL_CHANGED,
+                {"run_id": rd.run_id, "path": rd.spool, "lines": have, "stored": args.stored,
+                 "was_running": was_running, "killed": killed},
+            )  # fmt: skip
         try:
             with Spool(rd.spool) as spool:
                 if find_done(read_lines(rd.spool)) is None:
@@ -650,6 +660,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cancel", help="stop a run's process group")
     p.add_argument("run_id")
     p.add_argument("--grace-s", type=float, default=CANCEL_GRACE_S, help="SIGTERM grace before SIGKILL, s")
+    p.add_argument("--stored", type=int, default=None,
+                   help="lines of the spool orch has stored: exit 6, no done written, when the spool has fewer")
     home(p)
     p.set_defaults(fn=cmd_cancel)
     p = sub.add_parser("logs", help="full outputs a command run kept on the host")

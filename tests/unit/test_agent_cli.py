@@ -269,3 +269,27 @@ def test_bad_spec_is_rejected_before_anything_starts(home: Path) -> None:
     assert out.returncode == 2
     assert "bench" in json.loads(out.stdout)["error"]
     assert not (home / "runs" / "x").exists()
+
+
+def test_cancel_writes_no_done_into_a_spool_shorter_than_orch_stored(home: Path) -> None:
+    """The spool was cut after orch stored 4 of its lines (``head -n 2 events.jsonl > t; cat t > events.jsonl``):
+    cancel appended ``done`` as line 2, a seq orch had stored as something else. With ``--stored`` (orch's
+    position) it writes nothing and says so, exit 6; a spool holding every stored line still gets its done."""
+    run = run_dir(home, "cut")
+    run.mkdir(parents=True)
+    spool = run / "events.jsonl"
+    kept = '{"v":1,"seq":0,"type":"hello","ts":1}\n{"v":1,"seq":1,"type":"case_start","ts":1,"case_index":0}\n'
+    spool.write_text(kept)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    (run / "pid").write_text(str(gone.pid))
+    res = agent(home, "cancel", "cut", "--stored", "4")
+    assert res.returncode == 6, res.stdout + res.stderr
+    doc = json.loads(res.stdout)
+    assert doc["code"] == "spool_changed" and (doc["lines"], doc["stored"]) == (2, 4), doc
+    assert doc["error"] == (f"the spool {spool} has 2 lines, orch had stored 4: it was cut or rewritten on the host "
+                            "after orch read it; no done line written")  # fmt: skip
+    assert spool.read_text() == kept
+    ok = agent(home, "cancel", "cut", "--stored", "2")
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert spool_types(home, "cut") == ["hello", "case_start", "done"]
