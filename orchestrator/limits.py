@@ -3,8 +3,9 @@ the start of a command, and a clear refusal when even the hard maximum is too lo
 
 Open files per host in flight (:data:`FDS_PER_HOST`): the SSH connection's socket, plus, while a host's
 settings are resolved, an ``ssh -G`` child's stdout/stderr pipes, or a ProxyCommand/ProxyJump child's pipes for
-the life of the connection — at most 4 at once. :data:`FDS_BASE` covers the interpreter, the store (SQLite file,
-its WAL and shm, or a PostgreSQL socket), the terminal and the resolver's bounded ``ssh -G`` spawns.
+the life of the connection — at most 4 at once. :data:`FDS_BASE` covers the rest of the process (see its
+comment). The check counts the hosts actually in flight — min(concurrency, hosts selected) — so one host fits a
+limit of 100 (a tester's `ulimit -Hn 100; orch doctor --hosts n001` was refused, needing "about 132").
 """
 
 from __future__ import annotations
@@ -18,7 +19,12 @@ if TYPE_CHECKING:  # not imported at run time: the inventory's models cost ~0.15
     from orchestrator.inventory import Inventory
 
 FDS_PER_HOST = 4
-FDS_BASE = 128
+# What the process holds besides its hosts: stdin/stdout/stderr (3); the store: SQLite's file, WAL and shm, or
+# one PostgreSQL socket (3); the event loop's epoll and self-pipe (3); the resolver's ``ssh -G`` children, at most
+# SPAWN_CONCURRENCY (8, transport/sshconfig.py) at once with stdin/stdout/stderr pipes each (24); and a margin of 8
+# (log files, /proc reads, the agent cache being written). Measured: `orch run noop --hosts local` completes under
+# `ulimit -n 20` with this reserve set to 0.
+FDS_BASE = 3 + 3 + 3 + 8 * 3 + 8
 
 
 def selected_count(inventory: Inventory, selector: str | None) -> int | None:
@@ -64,7 +70,10 @@ def ensure_open_files(concurrency: int, *, hosts: int | None = None, option: str
     if soft < need:
         fits = (soft - FDS_BASE) // FDS_PER_HOST
         lower = f"use {option} {fits} or lower, or " if fits >= 1 else ""
-        asked = f"{option} {concurrency} needs" if in_flight == concurrency else f"{in_flight} hosts at once need"
+        if in_flight == concurrency:
+            asked = f"{option} {concurrency} needs"
+        else:
+            asked = f"{in_flight} host{'s' if in_flight != 1 else ''} at once need{'s' if in_flight == 1 else ''}"
         raise UsageError(
             f"the open-files limit is {soft} (hard limit {ceiling}); {asked} about {need} "
             f"({FDS_PER_HOST} per host in flight + {FDS_BASE})",

@@ -3,6 +3,7 @@ raised to the hard maximum, and a clear refusal (exit 2, no traceback) when the 
 
 from __future__ import annotations
 
+import json
 import resource
 import subprocess
 import sys
@@ -37,10 +38,10 @@ def test_hard_limit_too_low_for_the_concurrency_is_a_clear_usage_error(tmp_path:
     res = _limited(_orch(tmp_path, hosts=70), 200, 200, *command, "--concurrency", "64")
     assert res.returncode == 2, res.stderr
     assert res.stderr == (
-        "error: the open-files limit is 200 (hard limit 200); --concurrency 64 needs about 384 (4 per host in "
-        "flight + 128)\n"
-        "hint: use --concurrency 18 or lower, or raise the hard limit (as root: `ulimit -Hn 384` in the shell that "
-        "starts orch, LimitNOFILE=384 in a systemd unit, or `nofile` in /etc/security/limits.conf)\n"
+        "error: the open-files limit is 200 (hard limit 200); --concurrency 64 needs about 297 (4 per host in "
+        "flight + 41)\n"
+        "hint: use --concurrency 39 or lower, or raise the hard limit (as root: `ulimit -Hn 297` in the shell that "
+        "starts orch, LimitNOFILE=297 in a systemd unit, or `nofile` in /etc/security/limits.conf)\n"
     )
     assert res.stdout == ""
 
@@ -61,12 +62,31 @@ def test_soft_limit_is_raised_to_the_hard_one(tmp_path: Path) -> None:
 @pytest.mark.parametrize("hosts", [1, 20])
 def test_the_need_counts_the_hosts_selected_not_the_default_concurrency(tmp_path: Path, hosts: int) -> None:
     # the variant tester: `ulimit -n 300; orch doctor --hosts n001` refused one host ("--concurrency 64 needs about
-    # 384"); one host needs 132 files, 20 hosts 208 — within 300 — and 50 hosts at once would need 328
-    orch = _orch(tmp_path, hosts=max(hosts, 50))
+    # 384"); one host needs 45 files, 20 hosts 121 — within 250 — and 60 hosts at once would need 281
+    orch = _orch(tmp_path, hosts=max(hosts, 60))
     selector = "localhost" if hosts == 1 else ",".join(["localhost", *(f"local-{i}" for i in range(2, hosts + 1))])
-    res = _limited(orch, 300, 300, "doctor", "--hosts", selector, "--json")
+    res = _limited(orch, 250, 250, "doctor", "--hosts", selector, "--json")
     assert res.returncode in (0, 1) and "open-files limit" not in res.stderr, res.stderr
-    every = _limited(orch, 300, 300, "doctor", "--json")
+    every = _limited(orch, 250, 250, "doctor", "--json")
     assert every.returncode == 2 and every.stderr.startswith(
-        "error: the open-files limit is 300 (hard limit 300); 50 hosts at once need about 328"
+        "error: the open-files limit is 250 (hard limit 250); 60 hosts at once need about 281"
     ), every.stderr
+
+
+def test_one_host_fits_a_limit_of_100(tmp_path: Path) -> None:
+    # a tester: `ulimit -Hn 100; orch doctor --hosts n001` -> exit 2, "1 hosts at once need about 132"
+    res = _limited(_orch(tmp_path, hosts=3), 100, 100, "doctor", "--hosts", "localhost", "--json")
+    assert res.returncode in (0, 1) and "open-files limit" not in res.stderr, res.stderr
+
+
+def test_the_concurrency_the_hint_names_works(tmp_path: Path) -> None:
+    orch = _orch(tmp_path, hosts=20)
+    refused = _limited(orch, 80, 80, "doctor", "--json")  # 20 hosts at once need 41 + 4 * 20 = 121
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith(
+        "error: the open-files limit is 80 (hard limit 80); 20 hosts at once need about 121 (4 per host in flight "
+        "+ 41)\nhint: use --concurrency 9 or lower, or raise the hard limit"
+    ), refused.stderr
+    res = _limited(orch, 80, 80, "doctor", "--concurrency", "9", "--json")
+    assert res.returncode in (0, 1) and "open-files limit" not in res.stderr, res.stderr
+    assert len(json.loads(res.stdout)["hosts"]) == 20
