@@ -24,10 +24,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HOST = "h1"
 
 
-def agent(home: Path, *args: str, timeout: float = 60, input: str | None = None) -> subprocess.CompletedProcess[str]:
+def agent(home: Path, *args: str, timeout: float = 60, input: str | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "agents.orch_agent", *args, "--orch-home", str(home), "--host", HOST],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -85,7 +87,9 @@ def test_version_and_facts(home: Path) -> None:
     doc = json.loads(v.stdout)
     assert doc["protocol"] == 1 and doc["agent_version"] == "dev"
     # facts probes torch in a child; the exact keys are the contract with doctor
-    f = json.loads(agent(home, "facts").stdout)
+    login = home.parent / "login"  # deployed agents and builds are read from the login user's ~/.orch
+    login.mkdir()
+    f = json.loads(agent(home, "facts", env={**os.environ, "HOME": str(login)}).stdout)
     assert set(f) == {
         "hostname", "kernel", "cpu_count", "mem_total_bytes", "python", "torch", "nvidia_smi", "fleet", "disk",
         "orch", "leases",
