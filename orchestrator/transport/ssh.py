@@ -638,6 +638,13 @@ async def _close_all(conns: Iterable[asyncssh.SSHClientConnection]) -> None:
         conn.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(conn.wait_closed(), 5)
+        # The connection's close kills its ProxyCommand process, which is reaped a moment later: wait for that
+        # (asyncssh's tunnel sets its close event in process_exited), or a loop closed right after finds it
+        # unreaped and Popen.__del__ warns "subprocess N is still running" (seen under load in the tests).
+        tunnel = getattr(conn, "_tunnel", None)
+        if type(tunnel).__name__ == "_ProxyCommandTunnel":
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(tunnel.wait_closed(), 5)
 
 
 async def connect(

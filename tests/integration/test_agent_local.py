@@ -4,6 +4,7 @@ from the start and from the middle, and read every line through the orchestrator
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ def agent(
         check=False,
         cwd="/",
         input=input,
+        env={**os.environ, "HOME": str(home.parent)},  # deploy's ~/.orch is this home
     )
 
 

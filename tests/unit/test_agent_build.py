@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -54,7 +55,7 @@ def test_built_pyz_runs_version_and_facts(tmp_path: Path) -> None:
         [sys.executable, str(pyz), "version"], capture_output=True, text=True, timeout=60, check=True
     )
     assert json.loads(v.stdout)["agent_version"] == sha
-    home = tmp_path / "home"
+    home = tmp_path / "login" / ".orch"  # as deploy leaves it: ~/.orch of the login user
     (home / "agent" / sha).mkdir(parents=True)
     (home / "agent" / sha / "agent.pyz").write_bytes(pyz.read_bytes())
     (home / "builds" / ("ab" * 32)).mkdir(parents=True)
@@ -66,6 +67,7 @@ def test_built_pyz_runs_version_and_facts(tmp_path: Path) -> None:
         text=True,
         timeout=120,
         check=True,
+        env={**os.environ, "HOME": str(home.parent)},
     )
     facts = json.loads(f.stdout)
     assert facts["orch"] == {

@@ -119,7 +119,8 @@ def test_a_changed_key_needs_replace(keys: dict[str, hk.OfferedKey], tmp_path: P
         record(offer, confirmed_fingerprint=keys["new"].fingerprint)
     assert exc.value.verdict == "changed"
     assert str(exc.value) == (
-        f"gpu-a: the host key CHANGED (now {keys['new'].fingerprint}); known_hosts holds a different key"
+        f"gpu-a: the host key CHANGED (now {keys['new'].fingerprint}); known_hosts holds a different key, and "
+        "without --replace orch records nothing (exit 1: the host failed the check, as in orch doctor)"
     )
     assert exc.value.hint == offer.verdict.hint and exc.value.hint.endswith(
         "orch hosts trust gpu-a --replace (removes the old entries as ssh-keygen -R does, keeping known_hosts.old)"
