@@ -642,7 +642,7 @@ async def _close_all(conns: Iterable[asyncssh.SSHClientConnection]) -> None:
         # (asyncssh's tunnel sets its close event in process_exited), or a loop closed right after finds it
         # unreaped and Popen.__del__ warns "subprocess N is still running" (seen under load in the tests).
         tunnel = getattr(conn, "_tunnel", None)
-        if type(tunnel).__name__ == "_ProxyCommandTunnel":
+        if tunnel is not None and type(tunnel).__name__ == "_ProxyCommandTunnel":
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(tunnel.wait_closed(), 5)
 
