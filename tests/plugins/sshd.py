@@ -1,6 +1,6 @@
 """The SSH test bed: real OpenSSH ``sshd`` processes (Debian's openssh-server), one per simulated host.
 
-Each host binds its own loopback address (127.0.0.11, .12, ... — all of 127.0.0.0/8 is loopback) on a free
+Each host binds its own loopback address (127.0.0.12, .13, ... — all of 127.0.0.0/8 is loopback) on a free
 port, has its own host keys, and its own remote HOME (sshd ``SetEnv HOME=...`` and ``internal-sftp -d``), so two
 simulated hosts never share ``~/.orch`` — unless a test passes one ``home=`` to both, as an NFS home would.
 sshd runs as the current user (root in CI). The client side is a temporary HOME with a generated key, a
@@ -30,6 +30,14 @@ from tests.plugins.timing import scaled
 SSHD = shutil.which("sshd", path="/usr/sbin:/usr/bin:" + os.environ.get("PATH", "")) or "/usr/sbin/sshd"
 SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 _addr_counter = itertools.count(11)
+
+
+def next_loopback_address() -> str:
+    """The next loopback address for a test sshd: 127.0.0.12, 127.0.0.13, ... then on into 127.0.1.1 and beyond
+    (all of 127/8 is loopback on Linux). One pytest process adds several hundred hosts: counting in the last
+    octet only ran past 127.0.0.255 once the suite grew ("Name or service not known" in CI)."""
+    n = next(_addr_counter)
+    return f"127.0.{n // 254}.{n % 254 + 1}"
 
 
 def free_port(address: str = "127.0.0.1") -> int:
@@ -218,7 +226,7 @@ class SshdBed:
         """A new host; ``home``: a remote HOME to share with other hosts (as over NFS), else its own;
         ``address``: where it listens (default: the next 127.0.0.X); ``wrapper``: a command prefix for sshd
         (e.g. nsenter into a network namespace)."""
-        address = address or f"127.0.0.{next(_addr_counter)}"
+        address = address or next_loopback_address()
         root = self.root / name
         (root / "keys").mkdir(parents=True)
         if home is None:
