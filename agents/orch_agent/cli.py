@@ -419,13 +419,7 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, 
             # orch stored lines the spool no longer has: not a death. A reason the worker recorded (it refused the
             # changed spool itself, SpoolWriteError) says more, and is the worker_dead below.
             if not starting and cursor.line < from_seq and not rd.reason():
-                raise CliError(
-                    f"the spool {rd.spool} has {cursor.line} lines, orch had stored {from_seq}: it was cut or "
-                    "rewritten on the host after orch read it",
-                    "spool_changed",
-                    EXIT_SPOOL_CHANGED,
-                    {"run_id": rd.run_id, "path": rd.spool, "lines": cursor.line, "stored": from_seq},
-                )
+                raise _spool_cut(rd, cursor.line, from_seq)
             if not starting:
                 raise CliError(
                     "agent worker exited without finishing",
@@ -490,14 +484,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if find_done(read_lines(rd.spool)) is None:
         have = len(read_lines(rd.spool))
         if args.stored is not None and have < args.stored:  # cut or rewritten: a done now would sit at a stored seq
-            raise CliError(
-                f"the spool {rd.spool} has {have} lines, orch had stored {args.stored}: it was cut or rewritten on "
-                "the host after orch read it; no done line written",
-                "spool_changed",
-                EXIT_SPOOL_CHANGED,
-                {"run_id": rd.run_id, "path": rd.spool, "lines": have, "stored": args.stored,
-                 "was_running": was_running, "killed": killed},
-            )  # fmt: skip
+            raise _spool_cut(rd, have, args.stored, "; no done line written", was_running=was_running, killed=killed)
         try:
             with Spool(rd.spool) as spool:
                 if find_done(read_lines(rd.spool)) is None:
@@ -572,6 +559,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         )
     _print({"run_id": rd.run_id, "host": rd.host, "cases": doc})
     return EXIT_OK
+
+
+def _spool_cut(rd: RunDir, have: int, stored: int, more: str = "", **extra: Any) -> CliError:
+    """``spool_changed`` (exit 6) for a spool with fewer lines (``have``) than orch stored (``stored``): it was cut
+    or rewritten after orch read it (``follow`` once the worker is gone, ``cancel --stored``)."""
+    return CliError(
+        f"the spool {rd.spool} has {have} lines, orch had stored {stored}: it was cut or rewritten on the host after "
+        f"orch read it{more}",
+        "spool_changed",
+        EXIT_SPOOL_CHANGED,
+        {"run_id": rd.run_id, "path": rd.spool, "lines": have, "stored": stored, **extra},
+    )
 
 
 def cmd_stop_follower(args: argparse.Namespace) -> int:

@@ -48,7 +48,7 @@ class SpoolWriteError(BaseException):
     do not swallow it; the worker records it as its reason for dying (see :mod:`.fatal`)."""
 
     def __init__(self, path: str, exc: OSError | str) -> None:
-        if isinstance(exc, str):  # the spool changed under its writer (SpoolTampered)
+        if isinstance(exc, str):  # the spool changed under its writer (Spool._position): no errno
             super().__init__(f"cannot write {path}: {exc}")
             self.errno = None
         else:
@@ -101,7 +101,7 @@ class Spool:
             replaced = (at_path.st_dev, at_path.st_ino) != (st.st_dev, st.st_ino)
         except FileNotFoundError:
             replaced = True
-        if st.st_nlink == 0 or replaced:
+        if replaced:  # a removed file (st_nlink 0) has no path, or another file at it
             raise SpoolWriteError(self.path, "the spool was removed or replaced by something other than the agent; "
                                   "its lines are no longer at this path")  # fmt: skip
         if self._known is not None:
