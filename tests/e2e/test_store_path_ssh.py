@@ -118,15 +118,7 @@ def test_a_spool_changed_mid_run_is_one_error_naming_it_and_resume_stores_nothin
     suites = _suite(tmp_path, "gated", GATED_TOOL.replace("GATE", repr(str(gate))), [1, 2, 3, 4])
     proc = orch.popen("run", "gated", "--hosts", "ct200", "--suite-dir", str(suites), "--json")
     try:
-        deadline = time.monotonic() + 180
-        spool: Path | None = None
-        while time.monotonic() < deadline:  # case 1's result stored: hello, case_start, result, case_start (2)
-            found = list((host.home / ".orch" / "runs").glob("*/gpu-a/events.jsonl"))
-            if found and len(found[0].read_bytes().splitlines()) >= 4 and _stored_last_seq(orch, found[0]) >= 3:
-                spool = found[0]
-                break
-            time.sleep(0.2)
-        assert spool is not None, "case 1 was not stored within 180 s"
+        spool = _case_one_stored(orch, host)
         head = b"".join(spool.read_bytes().splitlines(keepends=True)[:3])
         (tmp_path / "t").write_bytes(head)
         if how == "in place":
@@ -184,15 +176,7 @@ def test_resume_after_the_spool_was_cut_once_the_worker_had_finished_names_the_c
     suites = _suite(tmp_path, "gated", GATED_TOOL.replace("GATE", repr(str(gate))), [1, 2, 3])
     proc = orch.popen("run", "gated", "--hosts", "ct200", "--suite-dir", str(suites), "--json")
     try:
-        deadline = time.monotonic() + 180
-        spool: Path | None = None
-        while time.monotonic() < deadline:  # case 1's result stored: hello, case_start, result, case_start (2)
-            found = list((host.home / ".orch" / "runs").glob("*/gpu-a/events.jsonl"))
-            if found and len(found[0].read_bytes().splitlines()) >= 4 and _stored_last_seq(orch, found[0]) >= 3:
-                spool = found[0]
-                break
-            time.sleep(0.2)
-        assert spool is not None, "case 1 was not stored within 180 s"
+        spool = _case_one_stored(orch, host)
     finally:
         proc.kill()  # orch dies without a word to the host; the detached worker goes on
         proc.communicate(timeout=60)
@@ -224,6 +208,18 @@ def test_resume_after_the_spool_was_cut_once_the_worker_had_finished_names_the_c
         assert store.last_seq(run_id, "gpu-a") == 3
     finally:
         store.close()
+
+
+def _case_one_stored(orch: Orch, host: SshdHost) -> Path:
+    """gpu-a's spool of the running gated suite once case 1's result is stored (hello, case_start, result, and case
+    2's case_start written; the store's last_seq at 3). Fails the test after 180 s."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        found = list((host.home / ".orch" / "runs").glob("*/gpu-a/events.jsonl"))
+        if found and len(found[0].read_bytes().splitlines()) >= 4 and _stored_last_seq(orch, found[0]) >= 3:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("case 1 was not stored within 180 s")
 
 
 def _stored_last_seq(orch: Orch, spool: Path) -> int:
