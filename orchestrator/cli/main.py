@@ -12,6 +12,7 @@ import typer
 from orchestrator.cli import render
 from orchestrator.cli.argcheck import numeric_options, refuse_foreign_digits, refuse_undecodable
 from orchestrator.cli.context import AppContext
+from orchestrator.cli.helpformat import unbroken_hyphens
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.settings import Settings
 
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> None:
         # The click command tree is built once (typer builds it from every command's signature: ~0.1 s);
         # calling `app(...)` would build it a second time. prog_name: _ORCH_COMPLETE also under python -m.
         cmd = typer.main.get_command(app)
+        unbroken_hyphens(cmd)
         refuse_foreign_digits(args, numeric_options(cmd))
         rv = cmd.main(args=hoist_global_options(args, cmd), standalone_mode=False, prog_name="orch")
     except OrchError as exc:
