@@ -11,17 +11,28 @@ measured apart from this script and from sshd.
                   at once, known_hosts checked by asyncssh, the same client key;
   orch doctor:    ``orch doctor --json --concurrency C`` (ssh -G resolution of every host, OpenSSH-semantics host
                   key verdict, every check);
-  floor (run):    asyncssh connect + the facts probe + the noop suite's work in the foreground (20 sleeps of 1 ms
+  floor (run, probe + sleeps):
+                  asyncssh connect + the facts probe + the noop suite's work in the foreground (20 sleeps of 1 ms
                   under the host's python), at most C hosts at once;
-  orch run noop:  ``orch run noop --json --concurrency C`` (facts, agent check/upload, spec upload, detached agent,
+  floor (run, same remote commands):
+                  asyncssh connect + exactly the remote commands ``orch run noop`` sends to a host that already
+                  holds the agent (the deploy check with the facts, ``agent start --spec - --follow`` with the
+                  spec on stdin, read until the agent's ``done``), recorded from orch itself before the
+                  measurements (bench/remote_replay.py), no store, at most C hosts at once;
+  orch run noop:  ``orch run noop --json --concurrency C`` (facts, agent check, spec upload, detached agent,
                   following its spool, ingest into SQLite, the verdict per host).
+The recording runs (orch run noop on the first host, twice: the first uploads the agent into the hosts' shared
+HOME) come before every measurement, so every measured run finds the agent there.
 The host's ``python:`` is a bare venv (no torch), as in bench/fanout.py: this measures orch, not N torch imports
-on this machine's 2 cores (a real fleet imports torch on each host's own CPUs).
+on this machine's 2 cores (a real fleet imports torch on each host's own CPUs). It is run through a wrapper whose
+PATH holds no ``nvidia-smi`` (bench/remote_replay.py ``nogpu_python``): the simulated hosts of one machine with a
+GPU see none, so the agent's one-run-per-GPU lease does not refuse all hosts but one.
 
 Targets (issue 18): orch / floor <= 1.2x, orch's peak RSS <= 300 MB at 1,000 hosts. The machine is shared and
 small: the load average before and after each measurement is printed next to it.
 
 Usage: .venv/bin/python bench/fanout_scale.py --hosts 1000 [--concurrency 64] [--timeout 30] [--skip-run]
+       [--repeat N]; on the lent 16-core GPU machine: bash bench/fanout_scale_device.sh (sizes, repeats, $OUT).
 """
 
 from __future__ import annotations
@@ -70,6 +81,11 @@ async def _floor(spec: dict[str, object]) -> dict[str, int]:
 
 def _child_floor(path: str) -> None:
     spec = json.loads(Path(path).read_text())
+    if spec["work"] == "replay":
+        from bench.remote_replay import replay_floor
+
+        print(json.dumps(asyncio.run(replay_floor(spec))))
+        return
     print(json.dumps(asyncio.run(_floor(spec))))
 
 
@@ -113,8 +129,10 @@ def main() -> None:
     ap.add_argument("--profile", metavar="DIR", help="run orch under cProfile, writing DIR/orch-WORK.prof")
     args = ap.parse_args()
 
+    from bench.remote_replay import describe, host_commands, nogpu_python, read_log, record
     from orchestrator.doctor import probe_argv
     from orchestrator.inventory import parse_inventory
+    from orchestrator.store.compute import uuid7
     from tests.plugins.sshd import SshdBed, make_client_home
     from tests.plugins.sshfleet import loopback_addresses, start_fleet_sshd
 
@@ -126,7 +144,7 @@ def main() -> None:
     env.pop("SSH_AUTH_SOCK", None)
     bare = root / "bare-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
-    python = str(bare / "bin" / "python")
+    python, hidden = nogpu_python(root / "python-nogpu", str(bare / "bin" / "python"))
     bed = SshdBed(root / "bed", client)
     try:
         t0 = time.perf_counter()
@@ -135,7 +153,8 @@ def main() -> None:
         port = procs[0].port
         print(f"{args.hosts} hosts on {len(procs)} sshd processes (127.31.x.y:{port}), started in "
               f"{time.perf_counter() - t0:.1f} s; concurrency {args.concurrency}; {os.cpu_count()} CPUs; "
-              f"{_load()}")  # fmt: skip
+              f"open files {hard} (hard limit); {_load()}")  # fmt: skip
+        print(f"hosts' python: {python} (no GPU: PATH without nvidia-smi; left out: {' '.join(hidden) or 'none'})")
         names = [f"h{i:04d}" for i in range(args.hosts)]
         inv_text = f"defaults: {{python: {python}}}\ngroups:\n  fleet:\n    hosts:\n" + "".join(
             f"      {n}: {{address: {a}, port: {port}}}\n" for n, a in zip(names, addrs, strict=True)
@@ -147,29 +166,56 @@ def main() -> None:
         orch = [sys.executable, "-m", "orchestrator"]
         if args.profile:
             orch = [sys.executable, "-m", "cProfile", "-o", str(Path(args.profile) / "orch.prof"), "-m", "orchestrator"]
-        floor_spec = {"hosts": [[a, port] for a in addrs], "known_hosts": str(client.known_hosts),
-                      "key": str(client.key), "probe": probe, "python": python, "concurrency": args.concurrency,
-                      "timeout": args.timeout}  # fmt: skip
+        base_spec = {"known_hosts": str(client.known_hosts), "key": str(client.key), "concurrency": args.concurrency,
+                     "timeout": args.timeout}  # fmt: skip
+        floor_spec = {**base_spec, "hosts": [[a, port] for a in addrs], "probe": probe, "python": python}
         c, t = str(args.concurrency), str(args.timeout)
+        floors: dict[str, list[tuple[str, dict[str, object]]]] = {
+            "doctor": [("floor (doctor)", {**floor_spec, "work": "doctor"})]
+        }
         works = [("doctor", orch + ["doctor", "--json", "--concurrency", c, "--timeout", t])]
         if not args.skip_run:
             works.append(("run", orch + ["run", "noop", "--hosts", "fleet", "--json", "--concurrency", c,
                                          "--timeout", t]))  # fmt: skip
+            # orch's own remote commands for a host holding the agent: the first run uploads it into the shared
+            # HOME, the second is the one replayed (its own store: the measured runs' store holds only theirs)
+            rec_env = {**env, "ORCH_DB_URL": f"sqlite:///{root / 'record.db'}"}
+            rec_argv = ["run", "noop", "--hosts", names[0], "--json", "--timeout", t]
+            first = record(rec_argv, rec_env, root / "record-1.jsonl")
+            doc = record(rec_argv, rec_env, root / "record-2.jsonl")
+            cmds = host_commands(read_log(root / "record-2.jsonl"), names[0])
+            print(f"recorded: orch run noop on {names[0]} (run {first['run_id']}: {first['status']}, uploads the "
+                  f"agent; run {doc['run_id']}: {doc['status']}, agent present) sent {names[0]}:")  # fmt: skip
+            print("\n".join(describe(cmds)))
+            floors["run"] = [
+                ("floor (run, probe + sleeps)", {**floor_spec, "work": "run"}),
+                ("floor (run, same remote commands)", {
+                    **base_spec, "work": "replay", "cmds": cmds, "recorded_host": names[0],
+                    "recorded_run": doc["run_id"], "hosts": [[n, a, port] for n, a in zip(names, addrs, strict=True)],
+                }),
+            ]  # fmt: skip
         for work, argv in works:
-            spec_path = root / f"floor-{work}.json"
-            spec_path.write_text(json.dumps({**floor_spec, "work": work}))
-            floors, orchs = [], []
+            best: dict[str, list[tuple[float, float, float]]] = {}
             for r in range(args.repeat):  # alternate, so that a change of load hits both sides
-                c0, s0 = _sshd_counts(procs)
-                fw, fcpu, frss, _, fload = _measure(
-                    [sys.executable, __file__, "--child-floor", str(spec_path)], env, root / f"floor-{work}.out"
-                )
-                c1, s1 = _sshd_counts(procs)
-                floor_ok = json.loads((root / f"floor-{work}.out").read_text().splitlines()[-1])["ok"]
-                print(f"  floor {work:6s} #{r + 1}: {fw:7.2f} s wall, {fcpu:6.2f} s CPU, peak RSS {frss:6.1f} MB "
-                      f"({floor_ok}/{args.hosts} ok; {fload}); per host {(c1 - c0) / args.hosts:.1f} SSH "
-                      f"connections, {(s1 - s0) / args.hosts:.1f} sessions")  # fmt: skip
-                floors.append((fw, fcpu, frss))
+                for i, (label, spec) in enumerate(floors[work]):
+                    spec_path = root / f"floor-{work}-{i}.json"
+                    spec_path.write_text(json.dumps({**spec, "run_id": uuid7()}))
+                    out = root / f"floor-{work}-{i}.out"
+                    c0, s0 = _sshd_counts(procs)
+                    fw, fcpu, frss, _, fload = _measure([sys.executable, __file__, "--child-floor", str(spec_path)],
+                                                        env, out)  # fmt: skip
+                    c1, s1 = _sshd_counts(procs)
+                    lines = out.read_text().splitlines()
+                    try:
+                        fdoc = json.loads(lines[-1])
+                    except (IndexError, ValueError):
+                        print("\n".join(lines[-40:]))
+                        raise
+                    failed = "".join(f", {k}: {v}" for k, v in fdoc.items() if k.startswith("failed_"))
+                    print(f"  {label} #{r + 1}: {fw:7.2f} s wall, {fcpu:6.2f} s CPU, peak RSS {frss:6.1f} MB "
+                          f"({fdoc['ok']}/{args.hosts} ok{failed}; {fload}); per host {(c1 - c0) / args.hosts:.1f} "
+                          f"SSH connections, {(s1 - s0) / args.hosts:.1f} sessions")  # fmt: skip
+                    best.setdefault(label, []).append((fw, fcpu, frss))
                 if args.fresh_db:
                     (root / "orch.db").unlink(missing_ok=True)
                 c0, s0 = _sshd_counts(procs)
@@ -189,16 +235,21 @@ def main() -> None:
                 else:
                     done = sum(1 for h in doc["hosts"] if h["status"] == "completed")
                     ok_text = f"{done}/{args.hosts} hosts completed, run {doc['status']}"
-                print(f"  orch  {work:6s} #{r + 1}: {ow:7.2f} s wall, {ocpu:6.2f} s CPU, peak RSS {orss:6.1f} MB "
+                    bad = [h for h in doc["hosts"] if h["status"] != "completed"]
+                    if bad:
+                        ok_text += f"; first not completed: {bad[0]['host']} {bad[0]['status']}"
+                print(f"  orch {work} #{r + 1}: {ow:7.2f} s wall, {ocpu:6.2f} s CPU, peak RSS {orss:6.1f} MB "
                       f"({ok_text}, exit {orc}; {oload}); per host {(c1 - c0) / args.hosts:.1f} SSH connections, "
                       f"{(s1 - s0) / args.hosts:.1f} sessions")  # fmt: skip
-                orchs.append((ow, ocpu, orss))
-            fw, ow = min(f[0] for f in floors), min(o[0] for o in orchs)
-            fcpu, ocpu = min(f[1] for f in floors), min(o[1] for o in orchs)
-            orss = max(o[2] for o in orchs)
-            print(f"{work} at {args.hosts} hosts: best wall orch {ow:.2f} s / floor {fw:.2f} s = {ow / fw:.2f} "
-                  f"(target <= 1.2); client CPU orch {ocpu:.2f} s / floor {fcpu:.2f} s = {ocpu / fcpu:.2f}; "
-                  f"orch peak RSS {orss:.0f} MB (target <= 300 MB at 1,000 hosts)")  # fmt: skip
+                best.setdefault("orch", []).append((ow, ocpu, orss))
+            ow, ocpu = min(o[0] for o in best["orch"]), min(o[1] for o in best["orch"])
+            orss = max(o[2] for o in best["orch"])
+            print(f"{work} at {args.hosts} hosts: best wall orch {ow:.2f} s, client CPU {ocpu:.2f} s, peak RSS "
+                  f"{orss:.0f} MB (target <= 300 MB at 1,000 hosts)")  # fmt: skip
+            for label, _ in floors[work]:
+                fw, fcpu = min(f[0] for f in best[label]), min(f[1] for f in best[label])
+                print(f"  against {label}: wall {fw:.2f} s, orch/floor = {ow / fw:.2f} (target <= 1.2); client CPU "
+                      f"{fcpu:.2f} s, orch/floor = {ocpu / fcpu:.2f}")  # fmt: skip
     finally:
         bed.close()
         import shutil
