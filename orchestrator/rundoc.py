@@ -5,8 +5,11 @@ Both commands print::
     {"run_id": str, "suite": str, "status": "completed|partial|failed|cancelled|running", "label": str | null,
      "hosts": [{"host": str, "status": "completed|partial|failed|cancelled|running", "results": int,
                 "errors": int, "warnings": int, "error": str | null,
+                "earlier_errors": [{"status": str, "error": str, "finished_at": str}],
                 "plateau_from_m": int | null, "compute_bound_from_m": int | null, "plateau": {...} | null}]}
 
+``error`` is only the reason for the host's current status (null for a completed host); the errors of earlier
+attempts that a resume followed again are ``earlier_errors``, oldest first (``HostRunRecord.earlier_errors``).
 ``results``/``errors`` count the host's stored result and error rows; ``warnings`` counts its results that carry
 a warning (``info.warnings``: e.g. a serving benchmark with failed requests). A host is ``partial`` when it
 finished with some failed cases. ``plateau`` (moe-sweep only) is :meth:`analysis.plateau.Plateau.to_dict`,
@@ -65,6 +68,7 @@ def run_document(run: RunDetail, results: Sequence[ResultRecord], *, full: bool 
                 "errors": h.errors,
                 "warnings": sum(1 for r in rows if result_warnings(r)),
                 "error": h.error,
+                "earlier_errors": h.earlier_errors,
                 "plateau_from_m": p.plateau_from_m if p else None,
                 "compute_bound_from_m": p.compute_bound_from_m if p else None,
                 "plateau": p.to_dict() if p else None,

@@ -955,7 +955,8 @@ class Runner:
         assert hr.dep is not None and hr.t is not None
         agent = agent_argv(hr.host, hr.dep)
         from_seq = 0
-        if resume:
+        if resume:  # an ended host run followed again: its old error becomes history (Store.reopen_host_run)
+            await self.writer.call(self.store.reopen_host_run, self.run_id, name)
             res = await hr.t.run([*agent, "status", self.run_id, *run_opts(hr.host)], timeout_s=120, check=False)
             # exit 4: no such run on the host; anything else unexpected is the agent's error
             status = {"state": AGENT_UNKNOWN_RUN} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)

@@ -85,7 +85,11 @@ class HostRunOut(_Out):
     errors: int
     cases_total: int | None
     done_counts: dict[str, Any] | None
-    error: str | None
+    error: str | None = Field(description="the reason for the host's current status only (null when completed)")
+    earlier_errors: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="errors of earlier attempts a resume followed again: [{status, error, finished_at}], oldest first",
+    )
     log: str | None
     info: dict[str, Any] = Field(description="analysis attached by the runner, e.g. {'plateau': {'M': 256}}")
     started_at: datetime | None

@@ -530,6 +530,10 @@ def run_detail(run: Any, results: list[Any]) -> None:
         ))  # fmt: skip
     keep = ("host", "status", "results", "errors")
     c.print(_fitted_table("Hosts", cols, host_rows, keep=keep, wrap=("GPU", "error")))
+    for h in run.host_runs:  # the errors of attempts a resume followed again: history, not the current status
+        for e in h.earlier_errors:
+            c.print(f"[dim]{safe(h.host)}: earlier attempt {safe(str(e.get('status')))}: "
+                    f"{safe(str(e.get('error')), lines=True)}[/dim]", soft_wrap=True)  # fmt: skip
     for host, rows in by_host.items():
         p = plateaus.get(host)
         title = safe(host) + (f" — {_plateau_text(p)}" if p is not None else "")

@@ -15,6 +15,10 @@ from orchestrator.analysis.compare import Verdict, verdict_counts
 RUN_STATUSES = ("pending", "running", "completed", "partial", "failed", "cancelled")
 HOST_RUN_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
 RESULT_STATUSES = ("ok", "error")
+# A host run's ``info`` key holding the errors of its earlier, ended attempts (``Store.reopen_host_run``): its
+# ``error`` is only the reason for its current status. At most EARLIER_ERRORS_MAX are kept (the newest).
+EARLIER_ERRORS_KEY = "earlier_errors"
+EARLIER_ERRORS_MAX = 20
 
 T = TypeVar("T")
 
@@ -71,6 +75,13 @@ class HostRunRecord:
     measured_roof_gbps: float | None = None
     roof_run_id: str | None = None  # the hbm-bandwidth run that measured measured_roof_gbps
     roof_measured_at: datetime | None = None  # when that run started
+
+    @property
+    def earlier_errors(self) -> list[dict[str, Any]]:
+        """The errors of this host run's earlier attempts that ended before a resume followed it again, oldest
+        first: ``[{"status": "failed", "error": "...", "finished_at": ISO 8601 UTC}]``; empty when none."""
+        got = (self.info or {}).get(EARLIER_ERRORS_KEY)
+        return [e for e in got if isinstance(e, dict)] if isinstance(got, list) else []
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -64,6 +64,8 @@ from orchestrator.store.models import (
     Run as RunRow,
 )
 from orchestrator.store.records import (
+    EARLIER_ERRORS_KEY,
+    EARLIER_ERRORS_MAX,
     CompareCase,
     Comparison,
     FlaggedCase,
@@ -336,6 +338,24 @@ class Store:
             hr = self._host_run(s, run_id, host)
             hr.facts = facts
             s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=_now()))
+
+    def reopen_host_run(self, run_id: str, host: str) -> None:
+        """Before ``orch run --resume`` follows a host run again: a host run that had ended (``finished_at``
+        set) goes back to ``running`` and its ``error`` moves to ``info["earlier_errors"]`` (a list of
+        ``{"status", "error", "finished_at"}``, oldest first, at most ``EARLIER_ERRORS_MAX``). ``error`` is
+        only ever the reason for the host run's *current* status; an earlier attempt's failure stays visible
+        as history there (docs/architecture.md, "Resume"). A host run that had not ended is left as it is."""
+        with self._write() as s:
+            hr = self._host_run(s, run_id, host)
+            if hr.finished_at is None:
+                return
+            info = dict(hr.info or {})
+            if hr.error:
+                earlier = info.get(EARLIER_ERRORS_KEY)
+                earlier = list(earlier) if isinstance(earlier, list) else []
+                earlier.append({"status": hr.status, "error": hr.error, "finished_at": hr.finished_at.isoformat()})
+                info[EARLIER_ERRORS_KEY] = earlier[-EARLIER_ERRORS_MAX:]
+            hr.info, hr.error, hr.status, hr.finished_at = info, None, "running", None
 
     def finish_host_run(self, run_id: str, host: str, status: str, error: str | None = None) -> None:
         if status not in HOST_RUN_STATUSES:

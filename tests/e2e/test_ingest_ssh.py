@@ -234,6 +234,27 @@ def test_resume_after_the_host_was_lost_collects_its_remaining_cases(
     assert rec is not None and rec.status == "completed" and rec.done_counts is not None
     assert store.get_run(rid).status == "completed"
     store.close()
+    # the error is the reason for the host's current status only: a completed host has none; the dropped
+    # attempt stays visible as history (runs show --json and the API carry the same host run record)
+    shown = orch.json("runs", "show", rid)
+    h = next(x for x in shown["hosts"] if x["host"] == "gpu-a")
+    assert h["status"] == "completed" and h["error"] is None, h
+    earlier = h["earlier_errors"]
+    assert len(earlier) == 1 and earlier[0]["status"] == "failed" and "lost the connection" in earlier[0]["error"], h
+    text = orch("runs", "show", rid, columns=400)
+    assert text.returncode == 0 and "gpu-a: earlier attempt failed: lost the connection" in text.stdout, text
+    from fastapi.testclient import TestClient
+
+    from orchestrator.api.app import create_app
+    from orchestrator.settings import Settings
+
+    with TestClient(create_app(Settings(db_url=orch.db_url, inventory=orch.inventory))) as client:
+        r = client.get(f"/api/v1/runs/{rid}")
+        assert r.status_code == 200, r.text
+        (api,) = r.json()["host_runs"]
+        assert api["status"] == "completed" and api["error"] is None, api
+        assert [e["status"] for e in api["earlier_errors"]] == ["failed"], api
+        assert "lost the connection" in api["earlier_errors"][0]["error"], api
 
 
 def test_resume_says_per_host_when_the_spool_is_gone(bed: tuple[Orch, SshdHost]) -> None:

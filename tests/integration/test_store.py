@@ -482,3 +482,22 @@ def test_compare_verdict_follows_the_metric_direction(
     store.ingest(head, "h1", [ev(0, head_value)])
     c = store.compare(base, head, metric=metric)
     assert [(x.ratio, x.noisy, x.verdict) for x in c.cases] == [(head_value / 100.0, False, expected)]
+
+
+def test_a_reopened_host_run_keeps_its_earlier_error_as_history_not_as_its_error(store: Store) -> None:
+    """A host run's ``error`` is the reason for its current status only: one that ended ``failed`` (a lost
+    connection) and that a resume follows again carries the old text in ``earlier_errors``, never in ``error``."""
+    run_id = _run(store)
+    store.start_host_run(run_id, "h1", facts={}, agent_version="a", build_sha=None)
+    store.reopen_host_run(run_id, "h1")  # not ended yet: left as it is
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and (hr.status, hr.error, hr.earlier_errors) == ("running", None, [])
+    store.finish_host_run(run_id, "h1", "failed", "lost the connection: sshd down")
+    store.reopen_host_run(run_id, "h1")
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and (hr.status, hr.error, hr.finished_at) == ("running", None, None)
+    [earlier] = hr.earlier_errors
+    assert (earlier["status"], earlier["error"]) == ("failed", "lost the connection: sshd down"), earlier
+    store.finish_host_run(run_id, "h1", "completed")
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and (hr.status, hr.error, len(hr.earlier_errors)) == ("completed", None, 1)
