@@ -657,8 +657,11 @@ class _HostRun:
         if not needs_remote_stop(deployed=self.dep is not None, started=self.started):
             return
         resolver = None if self.host.connection == "local" else self.r.resolver
+        # the lines of the host's spool in the store, as orch cancel passes them: a spool cut on the host below
+        # them gets no done line (the agent's exit 6), on this path too (_cancel_all drained the ingest first)
+        stored = await self.r.writer.call(self.r.store.last_seq, self.r.run_id, self.host.name) + 1
         await _cancel_on_host(self.host, self.r.run_id, dep=self.dep, timeout_s=self.r.req.timeout_s,
-                              resolver=resolver)  # fmt: skip
+                              resolver=resolver, stored=stored)  # fmt: skip
 
 
 def _dropped(exc: OrchError, hr: _HostRun, run_id: str) -> OrchError:
@@ -1029,14 +1032,25 @@ class Runner:
             failure = _stop_failure(stop)
             if states.get(name) in HOST_ENDED_STATUSES:  # it finished before the Ctrl-C: its verdict stands
                 continue
+            said = interrupted_host_error(self.run_id, failure)
+            if failure is not None and _spool_cut(stop):  # stopped, but no done written: named as orch cancel does
+                said = f"{CANCELLED_BY_USER}; cancel failed: {failure}"
             if name in states:
-                await self.writer.call(self.store.finish_host_run, self.run_id, name, "cancelled",
-                                       interrupted_host_error(self.run_id, failure))  # fmt: skip
+                await self.writer.call(self.store.finish_host_run, self.run_id, name, "cancelled", said)
             if failure is not None:
-                self.observer.host_state(name, "cancelled", interrupted_host_error(self.run_id, failure))
+                self.observer.host_state(name, "cancelled", said)
         await self.writer.call(self.store.finish_run, self.run_id, "cancelled")
         self._concluded = True
         await self.close_store()
+
+
+def _spool_cut(stop: asyncio.Future[Any]) -> bool:
+    """Whether a host's finished ``agent cancel`` answered exit 6: the worker was stopped, but the spool has fewer
+    lines than orch stored (cut or rewritten on the host), so no done line was written."""
+    if not stop.done() or stop.cancelled():
+        return False
+    exc = stop.exception()
+    return isinstance(exc, RemoteCommandError) and exc.exit_status == AGENT_EXIT_SPOOL_CHANGED
 
 
 def _stop_failure(stop: asyncio.Future[Any]) -> str | None:

@@ -1,20 +1,22 @@
-"""``orch cancel`` of a run whose spool was cut on the host (``head -n 2 events.jsonl > t; cat t >
-events.jsonl``) after orch stored more lines than are left: the agent's cancel appended ``done`` numbered from
-what was left (seq 2, a position orch had stored as a result). orch now passes its stored position and the host
-says the spool changed; no ``done`` goes in. The suite's first case ends at once, its second sleeps until
-cancelled."""
+"""A run whose spool was cut on the host (``head -n 2 events.jsonl > t; cat t > events.jsonl``) after orch stored
+more lines than are left, then stopped: by ``orch cancel`` and by Ctrl-C (SIGINT) to ``orch run``. Before, the
+agent's cancel appended ``done`` numbered from what was left (seq 2, a position orch had stored as a result), and
+the Ctrl-C path did not pass the stored position at all. orch now passes its stored position on both paths and the
+host says the spool changed; no ``done`` goes in. The suite's first case ends at once, its second sleeps until
+cancelled (tests/e2e/cancel_counts.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-import random
+import os
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from orchestrator.store.repo import Store
-from tests.e2e.conftest import Orch
-from tests.e2e.test_cancel_counts_ssh import SUITE, _kill_sleeps
+from tests.e2e.cancel_counts import counts_run, cut_spool, spool_cut_text, stored_four
 from tests.plugins.sshd import SshdBed
 from tests.plugins.timing import scaled, wait_for
 
@@ -22,51 +24,61 @@ pytestmark = [pytest.mark.sshd]
 
 
 def test_cancel_writes_no_done_into_a_spool_cut_below_the_stored_lines(sshd_bed: SshdBed, tmp_path: Path) -> None:
-    host = sshd_bed.add("gpu-a")
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text(sshd_bed.inventory_yaml({"ct200": [host]}))
-    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    secs = str(random.randint(10**6, 2 * 10**6))  # never ends by itself during the test; no other sleep uses it
-    (suites / "counts.yaml").write_text(SUITE.replace("SECS", secs))
-    store = Store.from_url(orch.db_url)
-    proc = orch.popen("run", "cancel-counts", "--hosts", "ct200", "--suite-dir", str(suites),
-                      "--timeout", str(scaled(30)), "--json")  # fmt: skip
-
-    def stored_four() -> str | None:  # hello, case_start, result, case_start (the sleeping case)
-        try:
-            page = store.list_runs(limit=1)
-            if page.total and store.last_seq(page.items[0].id, "gpu-a") >= 3:
-                return page.items[0].id
-        except Exception:  # noqa: BLE001 - the run or its schema is not there yet
-            return None
-        return None
-
-    try:
-        run_id = wait_for(lambda: stored_four() or (proc.poll() is not None and "exited"), timeout_s=180,
-                          what="the first case's result and the second's start stored")  # fmt: skip
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        proc.kill()  # the orch that started the run dies; the worker goes on sleeping
-        proc.communicate()
-        [spool] = (host.home / ".orch" / "runs").glob(f"{run_id}/gpu-a/events.jsonl")
-        lines = spool.read_bytes().splitlines(keepends=True)
+    with counts_run(sshd_bed, tmp_path) as bed:
+        run_id = bed.wait(stored_four, "the first case's result and the second's start stored")
+        bed.proc.kill()  # the orch that started the run dies; the worker goes on sleeping
+        bed.proc.communicate()
+        spool, lines = cut_spool(bed.host, run_id, keep=2)
         assert len(lines) == 4, lines
-        with open(spool, "r+b") as f:  # head -n 2 events.jsonl > t; cat t > events.jsonl
-            f.truncate(0)
-            f.write(b"".join(lines[:2]))
-        res = orch("cancel", run_id, "--json", timeout=scaled(240))
+        res = bed.orch("cancel", run_id, "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
         [h] = json.loads(res.stdout)["hosts"]
         assert h["status"] == "failed" and (h["results"], h["errors"]) == (1, 0), h
-        said = (f"exited with status 6: the spool {spool} has 2 lines, orch had stored 4: it was cut or rewritten on "
-                "the host after orch read it; no done line written")  # fmt: skip
-        assert h["error"].endswith(said), h
+        assert h["error"].endswith(spool_cut_text(spool, 2, 4)), h
         assert spool.read_bytes() == b"".join(lines[:2])  # no done numbered from what was left
-        assert store.last_seq(run_id, "gpu-a") == 3
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-        store.close()
-        _kill_sleeps(secs)
+        assert bed.store.last_seq(run_id, "gpu-a") == 3
+
+
+def _followers(run_id: str, worker: int) -> list[int]:
+    """The pids of the agent processes on the (local) host that stream ``run_id``'s spool to orch: the run's
+    agent processes outside the worker's session (the worker's pid is its session id)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,sid=,args="], capture_output=True, text=True, check=True).stdout
+    pids = []
+    for line in out.splitlines():
+        pid, sid, args = line.split(None, 2)
+        words = args.split()
+        if run_id in args and int(sid) != worker and ("--follow" in words or "follow" in words):
+            pids.append(int(pid))
+    return pids
+
+
+def test_ctrl_c_passes_the_stored_lines_and_names_a_spool_cut_on_the_host(
+    sshd_bed: SshdBed, tmp_path: Path
+) -> None:
+    """orch run's Ctrl-C path sends ``agent cancel --stored N`` as ``orch cancel`` does. The follower on the host
+    is stopped (SIGSTOP) before the cut, so that orch run's own follow does not see the cut first; its silence
+    limit is raised so that nothing else ends the follow before the SIGINT."""
+    stopped: list[int] = []
+    with counts_run(sshd_bed, tmp_path, new_session=True, env={"ORCH_FOLLOWER_SILENT_S": "3600"}) as bed:
+        try:
+            run_id = bed.wait(stored_four, "the first case's result and the second's start stored")
+            run_dir = bed.host.home / ".orch" / "runs" / run_id / "gpu-a"
+            worker = int((run_dir / "pid").read_text())
+            stopped = wait_for(lambda: _followers(run_id, worker), timeout_s=60, what="the run's follower on the host")
+            for pid in stopped:
+                os.kill(pid, signal.SIGSTOP)
+            spool, lines = cut_spool(bed.host, run_id, keep=2)
+            assert len(lines) == 4, lines
+            os.killpg(bed.proc.pid, signal.SIGINT)  # a terminal's Ctrl-C: orch's whole process group
+            _, err = bed.proc.communicate(timeout=scaled(240))
+            assert bed.proc.returncode != 0, err[-3000:]
+            rec = bed.store.get_run(run_id).host_run("gpu-a")
+            assert rec is not None and rec.status == "cancelled" and (rec.results, rec.errors) == (1, 0), rec
+            assert rec.error is not None and rec.error.endswith(spool_cut_text(spool, 2, 4)), rec.error
+            assert "not confirmed" not in rec.error, rec.error  # the worker was stopped: only the done is refused
+            assert spool.read_bytes() == b"".join(lines[:2])  # no done numbered from what was left
+            assert bed.store.last_seq(run_id, "gpu-a") == 3
+        finally:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
