@@ -205,13 +205,17 @@ def cancel(
         list[Path] | None,
         typer.Option("--suite-dir", help="Directory of the run's user suite file, to collect what its hosts hold."),
     ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", min=0.1, help="Connect deadline per host, s (all hosts: 6x this).")
+    ] = 10.0,
 ) -> None:
     """Stop a run's agents on every host, collect what their spools hold beyond the stored lines (a host whose
     agent had finished keeps its own end), and mark the rest cancelled (results so far are kept)."""
     from orchestrator.runner import cancel_run
 
     app = app_context(ctx)
-    outcome = asyncio.run(cancel_run(app.inventory(), app.store(), run_id, registry=app.registry(suite_dir or [])))
+    outcome = asyncio.run(cancel_run(app.inventory(), app.store(), run_id, timeout_s=timeout,
+                                     registry=app.registry(suite_dir or [])))  # fmt: skip
     if json_out:
         render.print_json(outcome.to_dict())
     else:
