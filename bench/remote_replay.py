@@ -88,13 +88,14 @@ def record_main(log: Path, orch_args: Sequence[str]) -> None:
     main()
 
 
-def record(argv: list[str], env: dict[str, str], log: Path) -> dict[str, Any]:
+def record(argv: list[str], env: dict[str, str], log: Path, timeout_s: float = 600) -> dict[str, Any]:
     """Run ``orch ARGV`` (with ``--json``) in a child process under :func:`record_main`, its remote calls appended
-    to ``log``; its JSON document. Raises SystemExit with orch's output when there is none."""
+    to ``log``; its JSON document. Raises SystemExit with orch's output when there is none, subprocess's
+    TimeoutExpired after ``timeout_s`` seconds."""
     import subprocess
 
     rec = [sys.executable, str(Path(__file__).resolve()), "--record", str(log), "--"]
-    res = subprocess.run(rec + argv, env=env, capture_output=True, text=True, check=False)
+    res = subprocess.run(rec + argv, env=env, capture_output=True, text=True, check=False, timeout=timeout_s)
     try:
         return dict(json.loads(res.stdout[res.stdout.index("{") :]))
     except ValueError:
