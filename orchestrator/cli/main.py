@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
+from functools import cache
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,16 +18,16 @@ from orchestrator.cli.helpformat import unbroken_hyphens
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.settings import Settings
 
-app = typer.Typer(
-    name="orch",
-    help="Orchestrate GPU benchmarks across hosts: doctor, deploy, run suites, store and serve results.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=True,  # --install-completion / --show-completion; names come from cli/complete.py
+_APP_OPTIONS: dict[str, Any] = {
+    "name": "orch",
+    "help": "Orchestrate GPU benchmarks across hosts: doctor, deploy, run suites, store and serve results.",
+    "no_args_is_help": True,
+    "pretty_exceptions_enable": False,
+    "add_completion": True,  # --install-completion / --show-completion; names come from cli/complete.py
     # click's own help layout: paragraphs rewrapped at the terminal's width, option names never cut; typer's rich
     # panels kept the docstrings' line breaks (mid-sentence at 80 columns) and cut --allreduces-per-layer
-    rich_markup_mode=None,
-)
+    "rich_markup_mode": None,
+}
 
 
 def _show_version(value: bool) -> None:
@@ -42,10 +44,12 @@ DB_HELP = "Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."
 EXIT_CODES_HELP = "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted."
 
 
-@app.callback(
-    epilog="--db and --inventory may also follow the subcommand; given more than once (before and after it, or "
+ROOT_EPILOG = (
+    "--db and --inventory may also follow the subcommand; given more than once (before and after it, or "
     f"twice), the last one counts. {EXIT_CODES_HELP}"
 )
+
+
 def root(
     ctx: typer.Context,
     inventory: Annotated[Path | None, typer.Option("--inventory", "-i", help=INVENTORY_HELP)] = None,
@@ -123,39 +127,73 @@ def _takes_value(opt: Any) -> bool:
     return not (getattr(opt, "is_flag", False) or getattr(opt, "count", False) or getattr(opt, "nargs", 1) == 0)
 
 
-def _register() -> None:
-    from orchestrator.cli import doctor, fleet, hosts
-
-    app.command("doctor")(doctor.doctor)
-    app.command("fleet")(fleet.fleet)
-    app.add_typer(hosts.app, name="hosts")
-
-    from orchestrator.cli import run
-
-    app.command("deploy")(run.deploy)
-    app.command("run")(run.run)
-    app.command("cancel")(run.cancel)
-
-    from orchestrator.cli import regress
-
-    app.command("calibrate")(regress.calibrate)
-
-    from orchestrator.cli import suites
-
-    app.add_typer(suites.app, name="suites")
-
-    from orchestrator.cli import db, runs, serve
-
-    app.add_typer(db.app, name="db")
-    app.add_typer(runs.app, name="runs")
-    app.command("serve")(serve.serve)
-
-    from orchestrator.cli import project
-
-    app.command("project")(project.project)
+# The top-level commands in --help's order: (name, module under orchestrator.cli, attribute, is a group).
+COMMANDS: tuple[tuple[str, str, str, bool], ...] = (
+    ("doctor", "doctor", "doctor", False),
+    ("fleet", "fleet", "fleet", False),
+    ("hosts", "hosts", "app", True),
+    ("deploy", "run", "deploy", False),
+    ("run", "run", "run", False),
+    ("cancel", "run", "cancel", False),
+    ("calibrate", "regress", "calibrate", False),
+    ("suites", "suites", "app", True),
+    ("db", "db", "app", True),
+    ("runs", "runs", "app", True),
+    ("serve", "serve", "serve", False),
+    ("project", "project", "project", False),
+)
+_COMMAND_NAMES = frozenset(c[0] for c in COMMANDS)
 
 
-_register()
+def _build_app(only: str | None = None) -> typer.Typer:
+    """The root app with every command, or with the command ``only`` alone (its module is the only command module
+    imported, and typer builds the click tree of that command only)."""
+    from importlib import import_module
+
+    new = typer.Typer(**_APP_OPTIONS)
+    new.callback(epilog=ROOT_EPILOG)(root)
+    for name, module, attr, group in COMMANDS:
+        if only is not None and name != only:
+            continue
+        target = getattr(import_module(f"orchestrator.cli.{module}"), attr)
+        if group:
+            new.add_typer(target, name=name)
+        else:
+            new.command(name)(target)
+    return new
+
+
+@cache
+def full_app() -> typer.Typer:
+    """The root app with every command (what ``orch --help``, completion and tests see)."""
+    return _build_app()
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: ``from orchestrator.cli.main import app`` gets the full app
+    if name == "app":
+        return full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app to parse ``args`` with: when they name a command and nothing but global options (``--db``,
+    ``--inventory``/``-i`` with their values) stands before it, an app holding that command alone, so that
+    ``orch run ...`` does not import and build the other commands (~0.07 s CPU of each short run); otherwise, and
+    under shell completion, the full app (root --help, --version, a mistyped command's suggestions)."""
+    if os.environ.get("_ORCH_COMPLETE"):
+        return full_app()
+    i = 0
+    while i < len(args):
+        tok = args[i]
+        if tok in GLOBAL_VALUE_OPTIONS:
+            i += 2
+        elif tok.partition("=")[0] in GLOBAL_VALUE_OPTIONS or (tok.startswith("-i") and not tok.startswith("--")):
+            i += 1
+        elif tok in _COMMAND_NAMES:
+            return _build_app(tok)
+        else:
+            break
+    return full_app()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -165,7 +203,7 @@ def main(argv: list[str] | None = None) -> None:
         refuse_undecodable(args)
         # The click command tree is built once (typer builds it from every command's signature: ~0.1 s);
         # calling `app(...)` would build it a second time. prog_name: _ORCH_COMPLETE also under python -m.
-        cmd = typer.main.get_command(app)
+        cmd = typer.main.get_command(app_for(args))
         unbroken_hyphens(cmd)
         refuse_foreign_digits(args, numeric_options(cmd))
         rv = cmd.main(args=hoist_global_options(args, cmd), standalone_mode=False, prog_name="orch")

@@ -1,6 +1,7 @@
 """The inner loop (issue 21 item 8): what one short ``orch run`` costs, checked by what it does, never by a clock.
 
-- a run on a ``connection: local`` host imports no SSH stack (asyncssh is imported when an SSH host connects);
+- a run on a ``connection: local`` host imports no SSH stack (asyncssh is imported when an SSH host connects),
+  nor the CLI's other command modules;
 - the store opens on its own thread while the hosts are reached, and what opening it raises still ends the run
   with the one clear line and exit 2 (nothing stored, nothing drawn on stderr);
 - a run of a host that already has the agent opens one SSH connection and the sessions counted in sshd's own log;
@@ -39,6 +40,9 @@ def test_a_run_on_a_local_host_imports_no_ssh_stack(tmp_path: Path) -> None:
     imported = _imported(proc.stderr)
     assert "orchestrator.runner" in imported and "sqlalchemy" in imported  # it did run and store
     assert not imported & {"asyncssh", "orchestrator.hostkeys", "orchestrator.transport.ssh", "pydantic_settings"}
+    # only the run command's module of the CLI: the others are neither imported nor built into the click tree
+    other_commands = {f"orchestrator.cli.{m}" for m in ("doctor", "fleet", "hosts", "suites", "serve", "project")}
+    assert not imported & other_commands
 
 
 def test_a_bad_database_url_ends_an_ssh_run_with_one_clear_line(sshd_bed: SshdBed, tmp_path: Path) -> None:
