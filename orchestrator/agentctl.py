@@ -154,13 +154,16 @@ def stopped_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> Ho
 
 def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostError:
     """The host's error for ``follow``'s exit 3 (the worker exited without writing ``done``): its recorded reason;
-    the spool moved or deleted on the host (code ``spool_gone``: not a death, the lines are elsewhere); else a
-    kill from outside that left no reason."""
+    the spool moved or deleted on the host (code ``spool_gone``: not a death, the lines are elsewhere); the
+    worker's pid file missing or unreadable (code ``pid_unreadable``: the spool is there and was collected, the
+    worker's state is unknown); else a kill from outside that left no reason."""
     doc = agent_error_doc(exc.stderr)
     reason = doc.get("reason")
     where = run_dir_text(host, run_id)
     if doc.get("code") == "spool_gone":
         return spool_gone_error(host, str(doc.get("path") or f"{where}events.jsonl"))
+    if doc.get("code") == "pid_unreadable":  # the spool is there (collected); only the worker's state is unknown
+        return HostError(host.name, str(doc.get("error")), PID_UNREADABLE_HINT)
     if isinstance(reason, str) and reason:
         hint = (
             f"{write_hint(reason)}; then rerun the suite"
@@ -173,6 +176,12 @@ def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostE
         f"the agent worker exited without finishing and recorded no reason (see {where}worker.log on the host)",
         "it was killed from outside (the OOM killer, a kill -9): check the host's memory and dmesg; rerun the suite",
     )
+
+
+PID_UNREADABLE_HINT = (
+    "the stored lines are kept; look for the run's worker on the host (ps -ef | grep the run id) and stop it, or "
+    "put its pid back in that file and run orch run --resume again"
+)
 
 
 def spool_gone_text(path: str) -> str:

@@ -3,12 +3,14 @@
 Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already has a live worker, or a different
 spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see ``leases.py``); 3 the worker
 died without writing ``done`` (``follow``, ``start`` of such a run; code ``spool_gone`` with its ``path`` when the
-spool itself is not there: moved or deleted); 4 no such run; 5 the run's directory cannot be written (disk full, I/O
-error; the message names the path); 6 ``follow``, ``cancel --stored N``: the spool was truncated, replaced or
-rewritten under it (code ``spool_changed``, naming it); 7 ``follow``: the worker has been stopped (SIGSTOP, a
-debugger, a suspended job) for ``--stopped-limit-s`` (code ``worker_stopped``, with its ``pid`` and ``stopped_s``;
-the worker is left as it is); 1 anything unexpected. Errors are ``{"error": message, "code": short_name}`` — on
-stdout, except for ``follow``, whose stdout is the event stream, where they go to stderr.
+spool itself is not there: moved or deleted; code ``pid_unreadable`` with the pid file's ``path`` when the spool is
+there but the pid file does not name the worker: ``follow``, ``cancel``, ``start``); 4 no such run; 5 the run's
+directory cannot be written (disk full, I/O error; the message names the path); 6 ``follow``, ``cancel --stored N``:
+the spool was truncated, replaced or rewritten under it (code ``spool_changed``, naming it); 7 ``follow``: the
+worker has been stopped (SIGSTOP, a debugger, a suspended job) for ``--stopped-limit-s`` (code ``worker_stopped``,
+with its ``pid`` and ``stopped_s``; the worker is left as it is); 1 anything unexpected. Errors are ``{"error":
+message, "code": short_name}`` — on stdout, except for ``follow``, whose stdout is the event stream, where they go
+to stderr.
 
 Every run command takes ``--orch-home DIR`` (default ``~/.orch``) and ``--host NAME`` (the inventory's name for
 this host, default the hostname): a run's files are in ``<orch home>/runs/<run_id>/<host>/`` (see ``runs.py``).
@@ -40,7 +42,9 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   worker reports as a failure), SIGTERM the worker's process group, then SIGKILL everything left in its session
   (the benchmark commands' groups included) after 10 s; write ``done`` (cancelled) if the worker could not;
   prints ``{"run_id", "was_running", "killed"}``.
-- ``status RUN_ID``: ``{"run_id", "host", "state": running|finished|dead|unknown, "pid", "lines", "done"}``.
+- ``status RUN_ID``: ``{"run_id", "host", "state": running|finished|dead|unknown|unknown_worker, "pid", "lines",
+  "done"}``; ``unknown_worker`` (the spool is there, the pid file does not name the worker) adds ``pid_trouble``.
+  ``follow``, ``cancel`` and ``start`` answer such a run with exit 3, code ``pid_unreadable``, naming the pid file.
 - ``logs RUN_ID [--case N] [--parsed]``: the full outputs a ``command`` run kept on the host
   (``benches/command.py``): ``{"run_id", "host", "cases": [{"case_index", "runs": [{"run", "stdout"|"stderr"|
   "output": {"text", "bytes", "sha256"}}]}]}``; with ``--parsed --case N``, ``{"run_id", "host", "case_index",
@@ -190,6 +194,8 @@ def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
             EXIT_DEAD,
             st,
         )
+    if st["state"] == "unknown_worker":  # the spool is there: a worker ran; never a second one on its spool
+        raise _pid_unreadable(rd, st["lines"], "not starting a second worker")
     # "unknown": spec written but no pid recorded (a start that died before launching); launch now.
     return _launch(rd, spec)
 
@@ -416,6 +422,8 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, 
                     EXIT_DEAD,
                     {"run_id": rd.run_id, "pid": rd.pid(), "lines": cursor.line, "path": rd.spool},
                 )
+            if not starting and os.path.exists(rd.spool) and rd.pid_trouble() is not None:
+                raise _pid_unreadable(rd, cursor.line, "collected as far as it goes")
             # orch stored lines the spool no longer has: not a death. A reason the worker recorded (it refused the
             # changed spool itself, SpoolWriteError) says more, and is the worker_dead below.
             if not starting and cursor.line < from_seq and not rd.reason():
@@ -466,6 +474,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     rd = _existing_run(args.run_id, args)
     pid = rd.pid()
     was_running = pid is not None and rd.worker_alive()
+    if not was_running and find_done(read_lines(rd.spool)) is None and rd.pid_trouble() is not None:
+        if os.path.exists(rd.spool):  # nothing to stop that can be named, and no done while a worker may write
+            raise _pid_unreadable(rd, len(read_lines(rd.spool)), "not stopped, no done line written")
     # A live pid that is not our worker is a recycled pid: its group and session are someone else's. A dead
     # worker's pid cannot be reused while processes of its session or group are left (the kernel keeps it).
     ours = pid is not None and (was_running or not pid_alive(pid))
@@ -559,6 +570,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         )
     _print({"run_id": rd.run_id, "host": rd.host, "cases": doc})
     return EXIT_OK
+
+
+def _pid_unreadable(rd: RunDir, lines: int, what: str) -> CliError:
+    """``pid_unreadable`` (exit 3) for a run whose spool is there but whose pid file does not name the worker
+    (``RunDir.pid_trouble``): never "spool gone" while the spool exists. ``what``: what this command did."""
+    return CliError(
+        f"{rd.pid_trouble()}: the worker's state is unknown; the spool {rd.spool} is still there ({lines} lines, "
+        f"{what})",
+        "pid_unreadable",
+        EXIT_DEAD,
+        {"run_id": rd.run_id, "path": rd.pid_path, "spool": rd.spool, "lines": lines},
+    )
 
 
 def _spool_cut(rd: RunDir, have: int, stored: int, more: str = "", **extra: Any) -> CliError:

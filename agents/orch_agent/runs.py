@@ -139,16 +139,45 @@ class RunDir:
         pid, start = self._pid_file()
         return pid is not None and is_worker(pid, self.path, start)
 
+    def pid_trouble(self) -> str | None:
+        """Why the worker's pid file does not name the worker (None when it does, or when it names a process that
+        is gone: a dead worker is a reading, not a trouble): ``pid`` missing, unreadable, empty or not a pid; or
+        ``pid.start`` missing or for another pid while ``pid`` names a live process this run dir does not
+        recognise (without it a recycled pid cannot be told from the worker). One sentence naming the path."""
+        try:
+            with open(self.pid_path, "rb") as f:
+                raw = f.read(64)
+        except FileNotFoundError:
+            return f"the worker's pid file {self.pid_path} is missing"
+        except OSError as exc:
+            return f"the worker's pid file {self.pid_path} is unreadable ({exc.strerror})"
+        text = raw.decode("utf-8", "replace").strip()
+        if not text:
+            return f"the worker's pid file {self.pid_path} is empty"
+        if not text.isdigit() or int(text) <= 0:
+            return f"the worker's pid file {self.pid_path} holds {text[:40]!r}, not a pid"
+        pid, start = self._pid_file()
+        if pid is not None and start is None and pid_alive(pid) and not is_worker(pid, self.path, None):
+            return (f"the worker's start-time file {self.pid_start_path} is missing or names another pid, and pid "
+                    f"{pid} is a live process that is not recognisably this run's worker")  # fmt: skip
+        return None
+
     def status(self) -> dict[str, Any]:
-        """``{"run_id", "host", "state": running|finished|dead|unknown, "pid", "lines", "done"}`` (+ ``reason`` when
-        dead: the worker's own last words, or None)."""
+        """``{"run_id", "host", "state": running|finished|dead|unknown|unknown_worker, "pid", "lines", "done"}``
+        (+ ``reason`` when dead: the worker's own last words, or None). ``unknown``: no pid recorded and no spool
+        (a start that died before launching); ``unknown_worker``: the spool is there but the pid file does not name
+        the worker (``pid_trouble`` says why): the spool can be collected as far as it goes, the worker's state is
+        unknown."""
         pid = self.pid()
         lines = read_lines(self.spool)
         done = find_done(lines)
+        trouble = self.pid_trouble() if self.exists() and done is None else None
         if not self.exists():
             state = "unknown"
         elif done is not None:
             state = "finished"
+        elif trouble is not None and (os.path.exists(self.spool) or pid is not None):
+            state = "unknown_worker"
         elif pid is None:
             state = "unknown"
         elif self.worker_alive():
@@ -158,6 +187,8 @@ class RunDir:
         out = {"run_id": self.run_id, "host": self.host, "state": state, "pid": pid, "lines": len(lines), "done": done}
         if state == "dead":
             out["reason"] = self.reason()
+        if state == "unknown_worker":
+            out["pid_trouble"] = trouble
         return out
 
 
