@@ -373,6 +373,7 @@ class _HostRun:
         self.started = False
         self.start_answered = False  # agent start --follow answered that the worker runs (or the run is finished)
         self.reconnects = 0
+        self.first_drop: str | None = None  # why the connection first dropped (info.first_drop: history, not error)
         self.facts: dict[str, Any] = {}
         self.secrets: tuple[str, ...] = ()  # the suite's secret env values: scrubbed from every event
 
@@ -545,6 +546,7 @@ class _HostRun:
             delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
             attempt += 1
             self.reconnects += 1
+            self.first_drop = self.first_drop or err.message
             self.r.observer.host_state(name, "reconnecting", f"{err.message}; retry {attempt} in {delay:.1f} s")
             await asyncio.sleep(delay)
             next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
@@ -640,6 +642,8 @@ class _HostRun:
         rows), record the verdict and the analysis, and return the outcome with the store's counts."""
         name, w = self.host.name, self.r.writer
         info: dict[str, Any] = {"reconnects": self.reconnects}
+        if self.first_drop is not None:
+            info["first_drop"] = self.first_drop
         # any sweep over M with time_ms, from every stored result of the host (also those before a resume)
         page = await w.call(self.r.store.results, self.r.run_id, host=name, status="ok", limit=100_000)
         points = moe_points((r.case, r.metrics) for r in page.items)

@@ -531,6 +531,10 @@ def run_detail(run: Any, results: list[Any]) -> None:
     keep = ("host", "status", "results", "errors")
     c.print(_fitted_table("Hosts", cols, host_rows, keep=keep, wrap=("GPU", "error")))
     for h in run.host_runs:  # the errors of attempts a resume followed again: history, not the current status
+        drops, first = (h.info or {}).get("reconnects"), (h.info or {}).get("first_drop")
+        if isinstance(drops, int) and drops > 0 and isinstance(first, str):
+            c.print(f"[dim]{safe(h.host)}: reconnected {drops} time(s): {safe(first, lines=True)}[/dim]",
+                    soft_wrap=True)  # fmt: skip
         for e in h.earlier_errors:
             c.print(f"[dim]{safe(h.host)}: earlier attempt {safe(str(e.get('status')))}: "
                     f"{safe(str(e.get('error')), lines=True)}[/dim]", soft_wrap=True)  # fmt: skip

@@ -89,7 +89,11 @@ def test_session_dropped_during_start_reconnects_and_completes(
     try:
         hr = store.get_run(doc["run_id"]).host_run("gpu-a")
         assert hr is not None and hr.info["reconnects"] >= 1 and hr.status == "completed"
+        # the drop a reconnect overcame is history (info.first_drop), never the completed host's error
+        assert hr.error is None and isinstance(hr.info["first_drop"], str) and hr.info["first_drop"], hr
         assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == [1, 2, 4]  # once each
+        shown = orch("runs", "show", doc["run_id"], columns=400)
+        assert f"gpu-a: reconnected {hr.info['reconnects']} time(s): " in shown.stdout, shown.stdout[-3000:]
     finally:
         store.close()
 
