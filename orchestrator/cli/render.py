@@ -131,27 +131,74 @@ def _check_headers(columns: Sequence[str], hosts: list[int], addresses: list[int
     return {n: CHECK_ABBREVIATIONS[n] for n in columns if n in CHECK_ABBREVIATIONS}
 
 
+def _doctor_layout(columns: Sequence[str], headers: dict[str, str], hosts: list[int], addresses: list[int]) -> str:
+    """Which doctor table fits the console: ``per_check`` (host, address, a column per check; ``headers`` the
+    abbreviations in use), else ``checks`` (host, address, one column saying what did not pass), else
+    ``stacked`` (the address under the host name, then that column): host names too long for the others."""
+    from orchestrator.cli.fit import table_width
+
+    fixed = [max([4, *hosts]), max([7, *addresses])]
+    if table_width([*fixed, *(max(len(headers.get(n, n)), 4) for n in columns)]) <= console().width:
+        return "per_check"
+    if table_width([*fixed, _CHECKS_MIN]) <= console().width:
+        return "checks"
+    return "stacked"
+
+
+_CHECKS_MIN = 24  # the one-column layout's "checks" cell: "FAIL tcp; skipped banner" on a line
+
+
+def _checks_cell(checks: Sequence[Any], columns: Sequence[str]) -> str:
+    """One cell for all of a host's checks (the layout for host names too long for a column per check):
+    ``FAIL tcp; skipped banner hostkey ...; ok dns``, what did not pass first; ``all ok`` when every check
+    passed."""
+    by_status: dict[str, list[str]] = {}
+    for name, c in zip(columns, checks, strict=True):
+        if c is not None:
+            by_status.setdefault(c.status, []).append(name)
+    if set(by_status) <= {"ok"}:
+        return "[green]all ok[/green]" if by_status else ""
+    order = ["fail", "warn", "skipped", "ok"]
+    words = {**_STATUS_STYLE, "skipped": "[dim]skipped[/dim]"}
+    return "; ".join(f"{words.get(st, st)} {' '.join(by_status[st])}"
+                     for st in sorted(by_status, key=lambda st: order.index(st) if st in order else 2))  # fmt: skip
+
+
 def doctor_table(report: Any) -> None:
-    """One row per host, one column per check; failures and warnings explained below the table."""
+    """One row per host, one column per check; failures and warnings explained below the table. Host names too
+    long for a column per check get one column saying what did not pass (``_doctor_layout``)."""
     from rich.table import Table
 
     columns = report.columns  # doctor.CHECK_NAMES, plus slurm/partition/node for a Slurm group
     table = Table(title="orch doctor", show_lines=False)
     addresses = [safe(host_port(h.address, h.port) if h.port else (h.address or "local")) for h in report.hosts]
-    # host and address are never cut (an address without its port names another host); the checks' cells
-    # (ok, warn, FAIL, skipped) give way first
-    table.add_column("host", style="bold", no_wrap=True, min_width=max((len(h.host) for h in report.hosts), default=4))
-    table.add_column("address", no_wrap=True, min_width=max((len(a) for a in addresses), default=7))
     headers = _check_headers(columns, [len(h.host) for h in report.hosts], [len(a) for a in addresses])
-    for name in columns:
-        table.add_column(headers.get(name, name), justify="center", overflow="fold")
+    layout = _doctor_layout(columns, headers, [len(h.host) for h in report.hosts], [len(a) for a in addresses])
+    # host and address are never cut (an address without its port names another host) while they fit; the checks'
+    # cells give way first, then the column per check; a name longer than the terminal folds as a last resort
+    if layout == "stacked":
+        longest = max(len(h.host) for h in report.hosts)  # the name whole if a 10-column checks cell fits beside
+        table.add_column("host / address", overflow="fold", width=max(14, min(longest, console().width - 17)))
+    else:
+        table.add_column("host", style="bold", no_wrap=True,
+                         min_width=max((len(h.host) for h in report.hosts), default=4))  # fmt: skip
+        table.add_column("address", no_wrap=True, min_width=max((len(a) for a in addresses), default=7))
+    if layout == "per_check":
+        for name in columns:
+            table.add_column(headers.get(name, name), justify="center", overflow="fold")
+    else:
+        table.add_column("checks", overflow="fold", min_width=10)
+        headers = {}
     notes: list[str] = []
     for h, address in zip(report.hosts, addresses, strict=True):
         by_name = {c.name: c for c in h.checks}
-        row = [safe(h.host), address]
+        row = [f"[bold]{safe(h.host)}[/bold]\n  {address}"] if layout == "stacked" else [safe(h.host), address]
+        if layout != "per_check":
+            row.append(_checks_cell([by_name.get(name) for name in columns], columns))
         for name in columns:
             c = by_name.get(name)
-            row.append(_STATUS_STYLE.get(c.status, c.status) if c else "")
+            if layout == "per_check":
+                row.append(_STATUS_STYLE.get(c.status, c.status) if c else "")
             if c and c.status in ("fail", "warn"):
                 hint = c.data.get("hint")
                 colour = "red" if c.status == "fail" else "yellow"
@@ -192,19 +239,20 @@ def fleet_table(view: Any, *, only_differences: bool = False) -> None:
     c = console()
     for g in view.groups:
         flagged = {d.field: d for d in g.differences}
-        if only_differences and not flagged and not g.unreachable:
-            c.print(f"fleet {escape(g.group)}: {counted(len(g.hosts), 'host')} alike in every field")
-            continue
-        table = Table(title=f"fleet {escape(g.group)} ({counted(len(g.hosts), 'host')})")
-        table.add_column("field")
-        table.add_column("majority")
-        table.add_column("differs")
-        for f in FIELDS:
-            if only_differences and f.key not in flagged:
-                continue
-            differs = "; ".join(f"{escape(d.host)}: {escape(d.value)}" for d in g.differences if d.field == f.key)
-            table.add_row(f.key, escape(g.majority.get(f.key, "-")), f"[red]{differs}[/red]" if differs else "")
-        c.print(table)
+        if only_differences and not flagged:  # (not an empty table when the only news is an unreachable host)
+            alike = "alike in every field" if len(g.hosts) > 1 else "compared: no other host to compare it with"
+            c.print(f"fleet {escape(g.group)}: {counted(len(g.hosts), 'host')} {alike}")
+        else:
+            table = Table(title=f"fleet {escape(g.group)} ({counted(len(g.hosts), 'host')})")
+            table.add_column("field")
+            table.add_column("majority")
+            table.add_column("differs")
+            for f in FIELDS:
+                if only_differences and f.key not in flagged:
+                    continue
+                differs = "; ".join(f"{escape(d.host)}: {escape(d.value)}" for d in g.differences if d.field == f.key)
+                table.add_row(f.key, escape(g.majority.get(f.key, "-")), f"[red]{differs}[/red]" if differs else "")
+            c.print(table)
         for host, why in g.unreachable.items():
             c.print(f"[yellow]{escape(host)}: not compared ({escape(why)})[/yellow]")
 
