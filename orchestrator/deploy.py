@@ -32,7 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from orchestrator.agent_build import agent_pyz_bytes, agent_tree_sha256
+from orchestrator.agent_build import agent_cache_dir, agent_pyz_bytes, agent_tree_sha256
 from orchestrator.errors import ConfigError, DeployError, UsageError
 from orchestrator.inventory import Host
 from orchestrator.remote import source
@@ -64,7 +64,7 @@ def agent_artifact() -> Artifact:
     into place. Raises ConfigError (exit 2) naming the path and the reason when the cache cannot be written."""
     data = agent_pyz_bytes()
     sha = hashlib.sha256(data).hexdigest()
-    cache_dir = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "orch" / "agent" / sha
+    cache_dir = agent_cache_dir() / sha
     path = cache_dir / "agent.pyz"
     if not _holds(path, data):
         try:

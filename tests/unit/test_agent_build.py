@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -11,8 +12,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from orchestrator.agent_build import (
     SHEBANG,
+    agent_pyz_bytes,
     agent_source_dir,
     agent_source_sha256,
     build_agent_pyz,
@@ -107,3 +111,44 @@ def test_sysinfo_source_runs_standalone_and_reports_missing_torch(tmp_path: Path
     )
     torch_facts = json.loads(out.stdout)["torch"]
     assert torch_facts["ok"] is False and torch_facts["error"] == "No module named 'torch'"
+
+
+_COUNT_PACKS = """
+import orchestrator.agent_build as b
+packs = []
+pack = b._pack
+b._pack = lambda entries: packs.append(1) or pack(entries)
+from orchestrator.deploy import agent_artifact
+from orchestrator.version import version_info
+art = agent_artifact()
+print(len(packs), art.sha256, version_info().agent_sha256, b.agent_source_sha256())
+"""
+
+
+def test_the_agent_is_packed_once_then_taken_from_the_cache(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2]), "XDG_CACHE_HOME": str(tmp_path)}
+
+    def child() -> list[str]:
+        res = subprocess.run([sys.executable, "-c", _COUNT_PACKS], env=env, capture_output=True, text=True,
+                             timeout=120, check=True)  # fmt: skip
+        return res.stdout.split()
+
+    first, second = child(), child()
+    assert first[0] == "1"  # the artifact and the version share one packing in a process
+    assert second[0] == "0"  # the next process reads the archive back from the cache
+    assert len(set(first[1:] + second[1:])) == 1 and first[1] == agent_source_sha256()
+    (tmp_path / "orch" / "agent" / first[1] / "agent.pyz").write_bytes(b"damaged")
+    third = child()
+    assert third == first  # a cached archive whose bytes do not hash to the recorded sha256 is packed again
+
+
+def test_changed_sources_are_packed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    src = tmp_path / "orch_agent"
+    shutil.copytree(agent_source_dir(), src, ignore=shutil.ignore_patterns("__pycache__"))
+    before = agent_pyz_bytes(src)
+    (src / "cli.py").write_text((src / "cli.py").read_text() + "\n# changed\n")
+    after = agent_pyz_bytes(src)
+    assert before != after
+    with zipfile.ZipFile(io.BytesIO(after[len(SHEBANG):])) as zf:
+        assert zf.read("orch_agent/cli.py").endswith(b"# changed\n")
