@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.store.repo import Store
+from tests.e2e.cancel_counts import latest_run
 from tests.e2e.conftest import Orch
 from tests.plugins.sshd import SshdBed
 from tests.plugins.timing import scaled, wait_for
@@ -69,14 +70,6 @@ def _kill(pids: set[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-def _run_id(store: Store) -> str | None:
-    try:
-        page = store.list_runs(limit=1)
-    except Exception:  # noqa: BLE001 - the run has not created the schema yet
-        return None
-    return page.items[0].id if page.total else None
-
-
 @pytest.mark.parametrize("first_orch", ["running", "killed"])
 def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
     sshd_bed: SshdBed, tmp_path: Path, first_orch: str
@@ -99,7 +92,7 @@ def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
         wait_for(lambda: len(_sleeps(secs)) >= 4 or proc.poll() is not None, timeout_s=180,
                  what="the benchmark command's two sleeps on each host")  # fmt: skip
         assert proc.poll() is None, proc.communicate()[1][-3000:]
-        run_id = wait_for(lambda: _run_id(store), timeout_s=60, what="the stored run")
+        run_id = wait_for(lambda: latest_run(store), timeout_s=60, what="the stored run")
         for name in HOSTS:
             pid_file = homes[name] / ".orch" / "runs" / run_id / name / "pid"
             workers[name] = int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
