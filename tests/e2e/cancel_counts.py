@@ -90,7 +90,9 @@ def counts_run(
                     os.killpg(proc.pid, signal.SIGKILL)
             else:
                 proc.kill()
-            proc.communicate()
+        # also when it ended by itself (the test's cancel stopped it): its pipes left open were a ResourceWarning
+        # whenever the garbage collector happened to close them inside a later test's call (seen once under load)
+        proc.communicate(timeout=scaled(120))
         store.close()
         kill_sleeps(secs)
 
