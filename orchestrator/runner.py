@@ -703,6 +703,7 @@ class Runner:
         self._abandon = asyncio.Event()  # a third Ctrl-C: stop waiting for the remote stops (abandon_cancel)
         self._concluded = False  # the run's final status is stored: a late Ctrl-C changes nothing
         self._collect_only = False  # orch cancel's collection: follow the stopped agents' spools, never start one
+        self._noted_presets: set[Any] = set()  # presets already passed to Store.note_chosen_preset by this process
 
     @property
     def store(self) -> Store:
@@ -831,7 +832,13 @@ class Runner:
         if rec is None:
             return HostVerdict("failed", "no host run stored"), 0, 0
         judged = await self.writer.call(self.store.judged_errors, self.run_id, host) if rec.errors else 0
-        first = (await self.writer.call(self.store.results, self.run_id, host=host, status="error", limit=1)).items
+        # the first error row's message; the host run's error count is the number of its error rows (Store.ingest
+        # keeps it so), so a host without one is not asked for it (a read per host at the end of every run)
+        first = (
+            (await self.writer.call(self.store.results, self.run_id, host=host, status="error", limit=1)).items
+            if rec.errors
+            else []
+        )
         verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged,
                                first_error=first[0].error if first else None)  # fmt: skip
         return verdict, rec.results, rec.errors
@@ -992,7 +999,11 @@ class Runner:
             {"spec": redact_spec(spec, _public_env(self.registry, self.req.suite)), "preset": spec.get("preset"),
              "gpu_spec": hr.gpu.key if hr.gpu else None},  # fmt: skip
         )
-        if self.req.preset is None:  # the run records the preset its hosts chose (when they agree)
+        if self.req.preset is None and spec.get("preset") not in self._noted_presets:
+            # the run records the preset its hosts chose (when they agree). Store.note_chosen_preset reads every
+            # host run's info (quadratic over a fleet); a host choosing a preset that an earlier call of this
+            # process already saw stored cannot change its answer, so it is asked once per distinct preset
+            self._noted_presets.add(spec.get("preset"))
             await self.writer.call(self.store.note_chosen_preset, self.run_id)
         if self.req.wait_s:
             self.observer.host_state(name, "starting", f"waits up to {self.req.wait_s:g} s for its GPUs")
