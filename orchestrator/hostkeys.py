@@ -508,8 +508,33 @@ class KnownHosts:
         return self.files[0] if self.files else None
 
     def for_name(self, name: str) -> list[KnownHostEntry]:
-        """Entries (any marker) whose host field matches ``name`` exactly as looked up (no port logic)."""
-        return [e for e in self.entries if e.matches(name)]
+        """Entries (any marker) whose host field matches ``name`` exactly as looked up (no port logic), in
+        file order. Lines of plain names only are looked up by name (:attr:`_by_name`); the others (hashed,
+        wildcard, negated) are matched one by one, as :meth:`KnownHostEntry.matches` does."""
+        by_name, others = self._by_name
+        hits = sorted([*by_name.get(name.lower(), ()), *(i for i in others if self.entries[i].matches(name))])
+        return [self.entries[i] for i in hits]
+
+    @functools.cached_property
+    def _by_name(self) -> tuple[dict[str, tuple[int, ...]], tuple[int, ...]]:
+        """``({lower-cased name: indices of the entries naming it}, indices of the other entries)``.
+
+        An entry goes in the first part when its host field is a comma list of plain names (no ``|1|`` hash,
+        no ``*``/``?``, no ``!``, no sub-pattern of ``_MAX_SUBPATTERN`` or more): for those,
+        ``_match_pattern_list`` is 1 exactly when the lower-cased name equals one of them. Matching every host
+        against every line made the lookups of an N-host run N x lines (issue 18)."""
+        by_name: dict[str, list[int]] = {}
+        others: list[int] = []
+        for i, e in enumerate(self.entries):
+            subs = [] if e.hashed else e.hosts.split(",")
+            if not subs or any(
+                sub.startswith("!") or "*" in sub or "?" in sub or len(sub) >= _MAX_SUBPATTERN for sub in subs
+            ):
+                others.append(i)
+                continue
+            for sub in dict.fromkeys(sub.lower() for sub in subs):
+                by_name.setdefault(sub, []).append(i)
+        return {k: tuple(v) for k, v in by_name.items()}, tuple(others)
 
     def for_host(
         self, host: str, port: int = DEFAULT_PORT, *, host_key_alias: str | None = None
