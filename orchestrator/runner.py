@@ -649,9 +649,9 @@ class _HostRun:
         points = moe_points((r.case, r.metrics) for r in page.items)
         if points:
             info["plateau"] = sweep_plateau(points).to_dict()
-        await w.call(self.r.store.set_host_run_info, self.r.run_id, name, info)
-        verdict, results, errors = await self.r.stored_verdict(name)
-        await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error)
+        verdict, results, errors = await self.r.stored_verdict(name)  # reads counts and rows: info plays no part
+        await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error,
+                     info=info)  # fmt: skip
         self.r.observer.host_state(name, verdict.status, verdict.error or "")
         return HostOutcome(name, verdict.status, results, errors, verdict.error, verdict.hint)
 
@@ -991,14 +991,9 @@ class Runner:
         await self.writer.call(
             self.store.start_host_run, self.run_id, name, facts=summary, agent_version=hr.dep.agent_sha,
             build_sha=hr.dep.current_build,
-        )
-        await self.writer.call(
-            self.store.set_host_run_info,
-            self.run_id,
-            name,
-            {"spec": redact_spec(spec, _public_env(self.registry, self.req.suite)), "preset": spec.get("preset"),
-             "gpu_spec": hr.gpu.key if hr.gpu else None},  # fmt: skip
-        )
+            info={"spec": redact_spec(spec, _public_env(self.registry, self.req.suite)),
+                  "preset": spec.get("preset"), "gpu_spec": hr.gpu.key if hr.gpu else None},
+        )  # fmt: skip
         if self.req.preset is None and spec.get("preset") not in self._noted_presets:
             # the run records the preset its hosts chose (when they agree). Store.note_chosen_preset reads every
             # host run's info (quadratic over a fleet); a host choosing a preset that an earlier call of this

@@ -320,14 +320,25 @@ class Store:
                     s.add(HostRun(run_id=run_id, host=h, status="pending", last_seq=-1, results=0, errors=0, info={}))
 
     def start_host_run(
-        self, run_id: str, host: str, *, facts: dict[str, Any], agent_version: str, build_sha: str | None
+        self,
+        run_id: str,
+        host: str,
+        *,
+        facts: dict[str, Any],
+        agent_version: str,
+        build_sha: str | None,
+        info: dict[str, Any] | None = None,
     ) -> None:
+        """Mark a host run started with its facts; ``info`` is merged into its ``info`` in the same transaction
+        (as :meth:`set_host_run_info` would: one commit per host instead of two)."""
         now = _now()
         facts = storable(facts, "facts")[0]  # what the host's tools print may hold NUL (PostgreSQL cannot)
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
             hr.status, hr.facts, hr.agent_version, hr.build_sha = "running", facts, agent_version, build_sha
             hr.started_at = hr.started_at or now
+            if info is not None:
+                hr.info = {**(hr.info or {}), **info}
             s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=now))
 
     def set_host_run_facts(self, run_id: str, host: str, facts: dict[str, Any]) -> None:
@@ -357,12 +368,18 @@ class Store:
                 info[EARLIER_ERRORS_KEY] = earlier[-EARLIER_ERRORS_MAX:]
             hr.info, hr.error, hr.status, hr.finished_at = info, None, "running", None
 
-    def finish_host_run(self, run_id: str, host: str, status: str, error: str | None = None) -> None:
+    def finish_host_run(
+        self, run_id: str, host: str, status: str, error: str | None = None, *, info: dict[str, Any] | None = None
+    ) -> None:
+        """End a host run with ``status`` (``error`` appended to its error); ``info`` is merged into its ``info``
+        in the same transaction (as :meth:`set_host_run_info` would). Raises ValueError for an unknown status."""
         if status not in HOST_RUN_STATUSES:
             raise ValueError(f"host run status {status!r} not in {HOST_RUN_STATUSES}")
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
             hr.status, hr.finished_at = status, _now()
+            if info is not None:
+                hr.info = {**(hr.info or {}), **info}
             if error:
                 hr.error = compute.append_bounded(hr.error, error, LOG_MAX_CHARS)
 
