@@ -749,10 +749,7 @@ class Runner:
             return await self._nothing_started(hosts, runs, failed)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed,
                   "preset": self.req.preset}  # fmt: skip
-        for h in hosts:
-            await self.writer.call(
-                self.store.upsert_host, h.name, address=h.address, group=h.group, labels=dict(h.labels)
-            )
+        await self.writer.call(self.store.upsert_hosts, [(h.name, h.address, h.group, dict(h.labels)) for h in hosts])
         creating = asyncio.ensure_future(self.writer.call(
             self.store.create_run,
             suite=self.req.suite,

@@ -237,23 +237,22 @@ class Store:
     ) -> None:
         now = _now()
         with self._write() as s:
-            host = s.get(Host, name)
-            if host is None:
-                s.add(
-                    Host(
-                        name=name,
-                        address=address,
-                        group_name=group,
-                        labels=dict(labels),
-                        facts=facts,
-                        first_seen=now,
-                        last_seen=now,
-                    )
-                )
-                return
-            host.address, host.group_name, host.labels, host.last_seen = address, group, dict(labels), now
-            if facts is not None:
-                host.facts = facts
+            _upsert_host(s.get(Host, name), s, name, address, group, labels, facts, now)
+
+    def upsert_hosts(self, hosts: Sequence[tuple[str, str | None, str | None, dict[str, str]]]) -> None:
+        """:meth:`upsert_host` (without facts) for ``(name, address, group, labels)`` rows in ONE transaction: a
+        run's hosts at its start (one commit and one SELECT per 500 names instead of a transaction per host).
+        A name given twice ends as its last row says, as two upsert_host calls would leave it."""
+        now = _now()
+        rows = {name: (address, group, labels) for name, address, group, labels in hosts}  # the last row wins
+        names = list(rows)
+        with self._write() as s:
+            for i in range(0, len(names), 500):  # bounded IN lists
+                chunk = names[i : i + 500]
+                have = {h.name: h for h in s.scalars(select(Host).where(Host.name.in_(chunk)))}
+                for name in chunk:
+                    address, group, labels = rows[name]
+                    _upsert_host(have.get(name), s, name, address, group, labels, None, now)
 
     def record_build(self, sha256: str, *, name: str, size_bytes: int) -> None:
         with self._write() as s:
@@ -1227,6 +1226,26 @@ if _SQLITE_RESULT_COLUMNS != (
     "metrics", "samples", "info", "error", "ts",
 ):  # fmt: skip
     raise RuntimeError(f"results columns changed to {_SQLITE_RESULT_COLUMNS}: update _sqlite_result_rows")
+
+
+def _upsert_host(
+    host: Host | None,
+    s: Session,
+    name: str,
+    address: str | None,
+    group: str | None,
+    labels: dict[str, str],
+    facts: dict[str, Any] | None,
+    now: datetime,
+) -> None:
+    """Add the host ``name`` (``host`` None: not stored yet) or update the stored ``host``."""
+    if host is None:
+        s.add(Host(name=name, address=address, group_name=group, labels=dict(labels), facts=facts, first_seen=now,
+                   last_seen=now))  # fmt: skip
+        return
+    host.address, host.group_name, host.labels, host.last_seen = address, group, dict(labels), now
+    if facts is not None:
+        host.facts = facts
 
 
 @functools.cache

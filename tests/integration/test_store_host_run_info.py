@@ -25,3 +25,20 @@ def test_start_and_finish_merge_info_as_set_host_run_info_does(store: Store) -> 
     hr = store.get_run(run_id).host_run("h1")
     assert hr is not None and (hr.status, hr.error) == ("failed", "lost")
     assert hr.info == {"earlier": 1, "spec": {"bench": "noop"}, "preset": "tiny", "reconnects": 0}
+
+
+def test_upsert_hosts_in_one_call_leaves_what_upsert_host_calls_would(store: Store) -> None:
+    store.upsert_host("n0000", address="old.example", group="old", labels={"rack": "0"}, facts={"gpu": "x"})
+    before = {h.name: h for h in store.list_hosts()}["n0000"]
+    rows = [(f"n{i:04d}", f"10.0.{i // 250}.{i % 250}", "fleet", {"rack": str(i % 7)}) for i in range(1203)]
+    rows.append(("n0005", "again.example", "moved", {}))  # a name twice: its last row wins
+    store.upsert_hosts(rows)  # more names than one IN list takes (500)
+    hosts = {h.name: h for h in store.list_hosts()}
+    assert len(hosts) == 1203
+    kept = hosts["n0000"]  # stored before: updated, its first_seen and facts kept
+    assert (kept.address, kept.group, kept.labels, kept.facts) == ("10.0.0.0", "fleet", {"rack": "0"}, {"gpu": "x"})
+    assert kept.first_seen == before.first_seen and kept.last_seen >= before.last_seen
+    new = hosts["n1202"]
+    assert (new.address, new.group, new.labels) == ("10.0.4.202", "fleet", {"rack": "5"})
+    assert new.facts is None and new.first_seen == new.last_seen
+    assert (hosts["n0005"].address, hosts["n0005"].group, hosts["n0005"].labels) == ("again.example", "moved", {})
