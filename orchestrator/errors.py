@@ -34,6 +34,7 @@ Third-party exceptions are translated at the boundary where they are raised (asy
 from __future__ import annotations
 
 import signal as _signal
+from collections.abc import Sequence
 from typing import Any
 
 
@@ -162,6 +163,20 @@ def exit_text(exit_status: int | None, signal: str | None = None) -> str:
     return f"exit status {exit_status}"
 
 
+def command_shown(argv: Sequence[str]) -> str:
+    """A remote command as messages show it: its first four arguments, ``" ..."`` when more follow, and an
+    argument of several lines or over 200 characters cut to its first line's first 40 characters and its length
+    (the deploy helper goes as ``python -c <20 KB of source>``: a drop while it ran put all of it in the host's
+    error). Paths (a host's interpreter, the agent's tree) are shorter and shown whole."""
+
+    def one(arg: str) -> str:
+        if len(arg) <= 200 and "\n" not in arg:
+            return arg
+        return f"{arg.splitlines()[0][:40]}…[{len(arg)} chars]"
+
+    return " ".join(one(a) for a in argv[:4]) + (" ..." if len(argv) > 4 else "")
+
+
 class RemoteCommandError(HostError):
     """``exit_status`` None: the command was killed by ``signal`` (its name as sshd sends it: ``KILL``), or, with
     no signal either, ended without any status (the session was cut; transports raise ConnectError for that).
@@ -177,7 +192,7 @@ class RemoteCommandError(HostError):
             signal = signal or signal_name(exit_status)
             exit_status = None
         tail = stderr.strip().splitlines()[-5:]
-        shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+        shown = command_shown(argv)
         ended = exit_text(exit_status, signal)
         if ended.startswith("exit status"):
             detail = f"`{shown}` exited with status {exit_status}"
@@ -196,7 +211,7 @@ class RemoteCommandError(HostError):
 
 class CommandTimeout(HostError):
     def __init__(self, host: str, argv: list[str], timeout_s: float) -> None:
-        shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+        shown = command_shown(argv)
         super().__init__(
             host,
             f"`{shown}` did not finish within {timeout_s:g} s",

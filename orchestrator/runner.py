@@ -112,6 +112,7 @@ T = TypeVar("T")
 
 BENCHES_NEEDING_TORCH = frozenset({"moe_gemm", "hbm", "allreduce", "decode"})
 RECONNECT_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # ~40 s of retries, jittered
+GATHER_RETRIES = 3  # a session dropped under the deploy check or the facts read: asked again up to 3 times (~3.5 s)
 AGENT_EXIT_DEAD = 3
 AGENT_EXIT_SPOOL_CHANGED = 6  # agents/orch_agent/cli.py: follow's spool was truncated, replaced or rewritten
 AGENT_EXIT_NO_RUN = 4
@@ -395,15 +396,31 @@ class _HostRun:
         """Connect, deploy-check and read the host's facts (the fleet view is built from them before any host
         starts). Sets and returns ``self.facts``."""
         obs, name = self.r.observer, self.host.name
-        obs.host_state(name, "connecting")
-        t = await self.connect()
-        obs.host_state(name, "deploying")
-        self.dep = await deploy_host(t, self.host, facts=True)  # one round trip when the agent is there
-        if self.dep.facts is not None:
-            self.facts = self.dep.facts
-        else:
-            self.facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts", *self._home_opts()])
-        return self.facts
+        attempt = 0
+        while True:
+            obs.host_state(name, "connecting")
+            t = await self.connect()
+            obs.host_state(name, "deploying")
+            try:
+                self.dep = await deploy_host(t, self.host, facts=True)  # one round trip when the agent is there
+                if self.dep.facts is not None:
+                    self.facts = self.dep.facts
+                else:
+                    self.facts = await agent_json(t, [*agent_argv(self.host, self.dep), "facts", *self._home_opts()])
+                return self.facts
+            except ConnectError as exc:
+                # The session dropped under the deploy check or the facts read (both idempotent: the agent is
+                # content-addressed, its tree unpacked under a unique name and renamed): reconnect and ask again,
+                # as follow does; a host that cannot be reached again fails as before.
+                if exc.kind != "closed" or attempt >= GATHER_RETRIES:
+                    raise
+                await self.drop()
+                delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
+                attempt += 1
+                self.reconnects += 1
+                self.first_drop = self.first_drop or exc.message
+                obs.host_state(name, "reconnecting", f"{exc.message}; retry {attempt} in {delay:.1f} s")
+                await asyncio.sleep(delay)
 
     def _home_opts(self) -> list[str]:
         return ["--orch-home", self.host.orch_home] if self.host.orch_home else []

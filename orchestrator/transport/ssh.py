@@ -56,6 +56,7 @@ from orchestrator.errors import (
     HostKeyError,
     OrchError,
     RemoteCommandError,
+    command_shown,
 )
 from orchestrator.inventory import Host
 from orchestrator.netaddr import host_port
@@ -627,7 +628,7 @@ def _no_status(host: str, argv: Sequence[str], exit_signal: Any, stderr: str) ->
     process killed, the network dropped): ConnectError ``closed``, which callers treat as a dropped connection."""
     if exit_signal:
         raise RemoteCommandError(host, list(argv), None, stderr, signal=str(exit_signal[0]))
-    shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+    shown = command_shown(argv)
     raise ConnectError(host, "closed", f"the SSH session dropped while `{shown}` ran: no exit status came back")
 
 

@@ -15,7 +15,7 @@ import contextlib
 import time
 from collections.abc import Awaitable, Callable, Sequence
 
-from orchestrator.errors import CommandSilent
+from orchestrator.errors import CommandSilent, command_shown
 from orchestrator.transport.liveness import Liveness, StderrTail
 
 ReadChunk = Callable[[], Awaitable[bytes]]
@@ -33,7 +33,7 @@ class Silent(Exception):  # noqa: N818 - a verdict the transport turns into Comm
 def silent_error(host: str, argv: Sequence[str], silent_s: float, pid: int | None) -> CommandSilent:
     """The error for a command that went silent (``pid``: its pid on the host, from its heartbeats), which
     callers treat as a dropped connection (the runner kills it and follows the spool again)."""
-    shown = " ".join(argv[:4]) + (" ..." if len(argv) > 4 else "")
+    shown = command_shown(argv)
     who = f" (pid {pid})" if pid is not None else ""
     return CommandSilent(
         host,

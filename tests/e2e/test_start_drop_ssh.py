@@ -45,14 +45,27 @@ if "start" in args[1:2] and not os.path.exists({go!r}):
 os.execv({real!r}, [{real!r}, *args])
 """
 
+DEPLOY_WRAPPER = """\
+#!{real}
+# The host's python, holding the deploy check (`python -c <the deploy helper> ensure ...`) until {go} exists.
+import os, sys, time
+args = sys.argv[1:]
+if args[:1] == ["-c"] and "ensure" in args and not os.path.exists({go!r}):
+    with open({mark!r}, "w") as f:
+        f.write(str(os.getpid()))
+    while not os.path.exists({go!r}):
+        time.sleep(0.05)
+os.execv({real!r}, [{real!r}, *args])
+"""
+
 CASES = ("--set", "M=1,2,4", "--repeat", "3")
 
 
-def _held(orch: Orch, tmp_path: Path) -> tuple[Path, Path]:
+def _held(orch: Orch, tmp_path: Path, template: str = WRAPPER) -> tuple[Path, Path]:
     """Point the inventory's python at the wrapper; returns (marker, go) files."""
     mark, go = tmp_path / "start-held", tmp_path / "start-go"
     wrapper = tmp_path / "held-python"
-    wrapper.write_text(WRAPPER.format(real=sys.executable, go=str(go), mark=str(mark)))
+    wrapper.write_text(template.format(real=sys.executable, go=str(go), mark=str(mark)))
     wrapper.chmod(0o755)
     inv = orch.inventory.read_text()
     assert f"python: {sys.executable}" in inv, inv
@@ -138,3 +151,38 @@ def test_session_dropped_during_start_with_the_host_gone_names_the_resume(
         kill_processes_under(tmp_path)
     assert again["status"] == "completed", again
     assert again["hosts"][0]["results"] == 3
+
+
+def test_session_dropped_during_the_deploy_check_reconnects_and_completes(
+    two_hosts: tuple[Orch, list[Any]], tmp_path: Path
+) -> None:
+    """A tester dropped the session while the deploy check ran: the host failed, its error holding the deploy
+    helper's whole source (11 KB). Now the check is asked again on a new connection, the run completes, and the
+    drop is history named in one short line."""
+    orch, hosts = two_hosts
+    mark, go = _held(orch, tmp_path, DEPLOY_WRAPPER)
+    proc = _run(orch)
+    try:
+        wait_for(lambda: mark.exists() or proc.poll() is not None, timeout_s=180, what="the deploy check held")
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        hosts[0].kill_sessions()  # the session running the deploy check dies
+        go.touch()
+        out, err = proc.communicate(timeout=scaled(300))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err[-3000:]
+    doc = json.loads(out)
+    assert doc["status"] == "completed", doc
+    store = Store.from_url(orch.db_url)
+    try:
+        hr = store.get_run(doc["run_id"]).host_run("gpu-a")
+        assert hr is not None and hr.status == "completed" and hr.error is None, hr
+        assert hr.info["reconnects"] >= 1, hr.info
+        drop = hr.info["first_drop"]
+        assert "the SSH session dropped while `" in drop and " -c " in drop and " ensure ..." in drop, drop
+        assert "chars]" in drop and len(drop) < 400, drop  # the helper's source is not in it
+        assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == [1, 2, 4]
+    finally:
+        store.close()
