@@ -19,7 +19,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.linecheck import checked_fields
-from orchestrator.protocol import JUDGED_KEY, Event, case_fields, error_event, oversize_event, parse_line
+from orchestrator.protocol import (
+    JUDGED_KEY,
+    Event,
+    case_fields,
+    error_event,
+    oversize_event,
+    parse_line,
+    unholdable_problem,
+)
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
 from orchestrator.wording import counted
 
@@ -41,8 +49,9 @@ class SpoolLines:
     - a blank line is one ``error`` row at its position; the lines after it are still the agent's, their seq one
       less than their position per blank line before them (``shift``), so one blank line costs one error row —
       and the host's reconciliation then fails on the line count, as it must;
-    - a line whose fields have the wrong type (:func:`linecheck.field_problem`) is one ``error`` row naming the
-      field, never stored with that field dropped or coerced;
+    - a line whose fields have the wrong type (:func:`linecheck.field_problem`), or that holds a number past a
+      double's range or a lone surrogate anywhere (:func:`protocol.unholdable_problem`), is one ``error`` row
+      naming the field, never stored with that field dropped, coerced or replaced;
     - a ``result`` or case ``error`` right after a ``case_start`` must be for that case, and each case has one
       result or one error, as the agent writes them (``worker.py``: case_start, then one result or one error); a
       line for another case, or a second one for a case, is one ``error`` row naming the cases. Where no
@@ -69,7 +78,12 @@ class SpoolLines:
             return error_event(pos, f"agent line {pos} is blank; the agent writes one JSON event per line",
                                kind="protocol")  # fmt: skip
         ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
-        problem, cleaned = checked_fields(ev.type, ev.data)
+        # a number past a double's range or a lone surrogate, anywhere in a line orjson refused: checked before the
+        # fields, whose checks would turn the number into a float (OverflowError) or the text into U+FFFD
+        problem = None if ev.plain else unholdable_problem(ev.data)
+        cleaned = None
+        if problem is None:
+            problem, cleaned = checked_fields(ev.type, ev.data)
         extra: dict[str, Any] = {}
         if problem is not None and ev.type == "case_start":
             self._open = None  # which case is open is unknown until the next case_start

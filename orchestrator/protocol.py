@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,7 +53,9 @@ line is stored, nothing is lost, the case failed. ``info.error_kind`` keeps why 
 def inexact_int_problem(name: str, key: str, x: int) -> str:
     """The sentence for an integer metric number past :data:`EXACT_INT_MAX` (``key``: value, a statistic, or
     ``samples[]``)."""
-    return (f"metric {name!r}: {key} {x} is an integer past 2**53, which the store's numbers (IEEE 754 doubles) "
+    # str() of an int past 4300 digits raises (sys.get_int_max_str_digits): a huge one is shown by its size
+    shown = str(x) if -(10**40) < x < 10**40 else f"of ~{int(x.bit_length() * 0.30103) + 1} digits"
+    return (f"metric {name!r}: {key} {shown} is an integer past 2**53, which the store's numbers (IEEE 754 doubles) "
             "cannot hold exactly; write it as a float (1.2e19) or in a larger unit")  # fmt: skip
 
 
@@ -123,10 +126,10 @@ class Event:
 
 
 def _num(name: str, key: str, x: Any) -> float:
+    if isinstance(x, int) and not isinstance(x, bool) and not -EXACT_INT_MAX <= x <= EXACT_INT_MAX:
+        raise ValueError(inexact_int_problem(name, key, x))  # first: isfinite() of a huge int raises
     if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        raise ValueError(f"metric {name!r}: {key} must be a finite number, got {x!r}")
-    if isinstance(x, int) and not -EXACT_INT_MAX <= x <= EXACT_INT_MAX:
-        raise ValueError(inexact_int_problem(name, key, x))
+        raise ValueError(f"metric {name!r}: {key} must be a finite number, got {x!r:.80}")
     return float(x)
 
 
@@ -151,6 +154,83 @@ def parse_metric(name: str, m: Any) -> Metric:
             raise ValueError(f"metric {name!r}: samples must be a list of numbers")
         stats["samples"] = [_num(name, "samples[]", s) for s in samples]
     return Metric(value=_num(name, "value", m["value"]), unit=m["unit"], **stats)
+
+
+class Unholdable(float):
+    """A JSON number literal past the range of an IEEE 754 double (magnitude above ``sys.float_info.max``,
+    about 1.8e308: ``1e400``, an integer of 309 or more digits), read by :func:`parse_line`'s exact reader in
+    place of the number: it is +/-inf as a float and keeps the literal's ``text`` (cut to 40 characters) and its
+    ``digits`` count. :func:`unholdable_problem` refuses the line holding one; nothing stores it."""
+
+    text: str
+    digits: int
+
+    def __new__(cls, literal: str) -> Unholdable:
+        self = super().__new__(cls, -math.inf if literal.startswith("-") else math.inf)
+        self.text = literal if len(literal) <= 40 else literal[:20] + "..." + literal[-10:]
+        self.digits = sum(c.isdigit() for c in literal)
+        return self
+
+
+_FLOAT_MAX_INT = int(sys.float_info.max)
+
+
+def _exact_int(literal: str) -> int | Unholdable:
+    """``parse_int`` for Python's json: the exact integer, or :class:`Unholdable` past a double's range (so a
+    literal longer than ``sys.get_int_max_str_digits()``, 4300 digits, is refused as a number, not read)."""
+    if len(literal) > 310:  # 309 digits and a sign at most below float max: no int() of thousands of digits
+        return Unholdable(literal)
+    value = int(literal)
+    return value if -_FLOAT_MAX_INT <= value <= _FLOAT_MAX_INT else Unholdable(literal)
+
+
+def _checked_float(literal: str) -> float:
+    """``parse_float`` for Python's json: ``1e400`` overflows a double to inf; it is :class:`Unholdable`."""
+    value = float(literal)
+    return Unholdable(literal) if math.isinf(value) else value
+
+
+def exact_json(text: str) -> Any:
+    """``text`` read by Python's json, exactly: integers as ints, a number past a double's range as
+    :class:`Unholdable`; raises ValueError on text that is not JSON."""
+    return json.loads(text, parse_int=_exact_int, parse_float=_checked_float)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def unholdable_problem(value: Any, where: str = "") -> str | None:
+    """The first place in ``value`` (a JSON value as :func:`exact_json` reads it) that no store can hold as
+    written, as a sentence naming the field by its path (``metrics.wall_ms.value``, ``case.M``,
+    ``counts.results``, ``a key of case``); None when there is none. Two kinds:
+
+    - a number past the range of a double (:class:`Unholdable`): no column stores it, and ``float()`` of it
+      raises (OverflowError) or makes it inf;
+    - a string or key holding a lone UTF-16 surrogate (``"\\ud800"`` in the JSON text: valid JSON, but not a
+      Unicode scalar value, so no UTF-8 encoder writes it, RFC 8259 §8.2) — storing it would mean replacing it.
+
+    Walks the whole value; the ingest path calls it only for lines orjson refused (``Event.plain`` false):
+    orjson refuses both kinds, so a line it read holds neither."""
+    if isinstance(value, str):
+        return f"{where or 'the line'} holds a lone surrogate (a \\u escape of U+D800..U+DFFF), which is not text" \
+            if _SURROGATE.search(value) else None  # fmt: skip
+    if isinstance(value, Unholdable):
+        digits = f" ({value.digits:,} digits)" if "..." in value.text else ""
+        return (f"{where or 'a number'} is {value.text}{digits}, past the range of a double (±1.8e308), which no "
+                "store can hold")  # fmt: skip
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(k, str) and _SURROGATE.search(k):
+                return f"a key of {where or 'the line'} ({k[:40]!r}) holds a lone surrogate, which is not text"
+            problem = unholdable_problem(v, f"{where}.{k}" if where else str(k))
+            if problem is not None:
+                return problem
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            problem = unholdable_problem(v, f"{where}[{i}]")
+            if problem is not None:
+                return problem
+    return None
 
 
 def error_event(seq: int, message: str, **extra: Any) -> Event:
@@ -204,8 +284,9 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
     try:
         doc = orjson.loads(text)  # the ingest hot path: orjson parses a result line ~3x faster than json
     except ValueError:  # orjson.JSONDecodeError is a ValueError (also for text that is not valid UTF-8)
-        try:  # what Python's json reads and orjson refuses (NaN, integers past 64 bits, lone surrogates) is
-            doc = json.loads(text)  # kept: the store gives each a stand-in it names (store/storable.py)
+        try:  # what Python's json reads and orjson refuses: NaN and integers past 64 bits are kept (the store
+            doc = exact_json(text)  # names a stand-in, store/storable.py); numbers past a double's range and
+            # lone surrogates are refused by ingest.SpoolLines (unholdable_problem)
         except ValueError:
             return error_event(pos, f"malformed agent line {pos} (not JSON): {text[:200]!r}", kind="protocol")
     else:
@@ -215,7 +296,7 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
         # it): no "+" in the text, no such float, and the values are walked only when there is one.
         packed = orjson.dumps(doc)
         if b"+" in packed and _maybe_rounded_int(doc):
-            doc = json.loads(text)  # exact; the store keeps it as its decimal text and says so
+            doc = exact_json(text)  # exact; the store keeps it as its decimal text and says so
         else:  # orjson refused NaN and lone surrogates; a NUL is written "\\u0000" (no backslash, no NUL)
             plain = not (b"\\" in packed and b"\\u0000" in packed)
     if not isinstance(doc, dict):
@@ -302,12 +383,13 @@ def _count_keys(value: Any) -> int:
 
 def case_fields(doc: dict[str, Any]) -> dict[str, Any]:
     """``case`` and ``case_index`` of a line, kept on its error so the row names its case — only when well-typed
-    (an object, a non-negative integer): a wrong-typed one is never stored."""
+    and storable (an object holding nothing :func:`unholdable_problem` refuses, an integer in 0..2**31 - 1, the
+    store's 32-bit column): a wrong-typed one is never stored."""
     out: dict[str, Any] = {}
-    if isinstance(doc.get("case"), dict):
+    if isinstance(doc.get("case"), dict) and unholdable_problem(doc["case"]) is None:
         out["case"] = doc["case"]
     ci = doc.get("case_index")
-    if isinstance(ci, int) and not isinstance(ci, bool) and ci >= 0:
+    if isinstance(ci, int) and not isinstance(ci, bool) and 0 <= ci < 2**31:
         out["case_index"] = ci
     return out
 

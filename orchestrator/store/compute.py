@@ -141,18 +141,19 @@ def clean_metrics(raw: Any) -> CleanMetrics:
     for name, m in raw.items():
         # Inlined checks (no helper calls): this runs for every metric of every result ingested.
         value: Any = m.get("value") if isinstance(m, dict) else None
-        if type(value) not in numbers or not isfinite(value) or not isinstance(m.get("unit"), str):
-            raise ValueError(f"metric {name!r} needs a finite number 'value' and a string 'unit'")
+        # the int range first: isfinite() of an int past a double's range raises OverflowError
         if type(value) is int and not -exact <= value <= exact:
             raise ValueError(inexact_int_problem(str(name), "value", value))
+        if type(value) not in numbers or not isfinite(value) or not isinstance(m.get("unit"), str):
+            raise ValueError(f"metric {name!r} needs a finite number 'value' and a string 'unit'")
         d: dict[str, Any] = {"value": float(value), "unit": m["unit"]}
         for k in _STAT_KEYS:
             v = m.get(k)
             if v is not None:
-                if type(v) not in numbers or not isfinite(v):
-                    raise ValueError(f"metric {name!r}: {k} must be a finite number, got {v!r}")
                 if type(v) is int and not -exact <= v <= exact:
                     raise ValueError(inexact_int_problem(str(name), k, v))
+                if type(v) not in numbers or not isfinite(v):
+                    raise ValueError(f"metric {name!r}: {k} must be a finite number, got {v!r:.80}")
                 d[k] = float(v)
         n = m.get("n")
         if n is not None:
@@ -163,14 +164,14 @@ def clean_metrics(raw: Any) -> CleanMetrics:
         if samples is not None:
             # set(map(type, ...)) runs in C: exact float/int (bool is an int subclass and is refused). sum() of
             # finite floats is finite unless it overflows; both cases reject only absurd input.
-            if not isinstance(samples, list) or not (kinds := set(map(type, samples))) <= numbers or not isfinite(
-                sum(samples)
-            ):
+            if not isinstance(samples, list) or not (kinds := set(map(type, samples))) <= numbers:
                 raise ValueError(f"metric {name!r}: samples must be a list of finite numbers")
             if int in kinds:  # kept as the agent wrote them: an integer sample is a double too (EXACT_INT_MAX)
-                for x in samples:
+                for x in samples:  # before the sum: isfinite() of an int past a double's range raises
                     if type(x) is int and not -exact <= x <= exact:
                         raise ValueError(inexact_int_problem(str(name), "samples[]", x))
+            if not isfinite(sum(samples)):
+                raise ValueError(f"metric {name!r}: samples must be a list of finite numbers")
             if samples_out is None:
                 samples_out = {}
             samples_out[str(name)] = samples

@@ -83,8 +83,17 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def refuse_unknown(heads: Sequence[str], script: ScriptDirectory | None = None) -> None:
-    """Raise SchemaTooNewError when any of the database's ``heads`` is not a revision this orch knows."""
+    """Raise SchemaTooNewError when any of the database's ``heads`` is not a revision this orch knows, and
+    SchemaBehindError when one is empty (a row of ``alembic_version`` whose ``version_num`` is '' or blank: no orch
+    writes that, so it is not a newer orch's revision)."""
     script = script or _script()
+    if any(not rev.strip() for rev in heads):
+        raise SchemaBehindError(
+            "the database's schema revision is empty (its alembic_version table holds a row with an empty "
+            "version_num), so which schema it holds is unknown and no migration can start from it",
+            "restore alembic_version from the backup the database came from, or point --db / ORCH_DB_URL "
+            "at a new database (orch creates it); nothing in this one was changed",
+        )
     known = {s.revision for s in script.walk_revisions()}
     for rev in heads:
         if rev not in known:

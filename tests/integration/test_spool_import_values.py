@@ -1,0 +1,77 @@
+"""``orch runs import`` (the real CLI, SQLite and PostgreSQL) of a real 3-case command-suite spool in which one
+result line holds a number no store can hold (an integer of 401 or 5,000 digits, ``1e400``) or a lone surrogate
+(``"m\\ud800s"``): that line is one error row naming its seq and the field, the run ends (never left
+``running``), nothing is stored replaced, and importing again changes nothing (issue 10)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from orchestrator.store.repo import Store
+from tests.integration.test_spool_import_checks import RUN_ID, _result, _write, echo_lines, suite_dir
+
+__all__ = ["suite_dir"]  # the fixture, used by name
+
+BIG = "1" + "0" * 400
+
+
+def _with_value(value_text: str, *, field: str = "value") -> bytes:
+    """Line 4 (the result of case 1) with metrics.wall_ms.<field> written as ``value_text`` (a raw JSON token)."""
+    line = _result(4, 1)
+    old = b'"value": 2.0' if field == "value" else b'"median": 2.0'
+    assert old in line
+    return line.replace(old, f'"{field}": {value_text}'.encode())
+
+
+@pytest.mark.parametrize(
+    ("line4", "says"),
+    [
+        (_with_value(BIG), "metrics.wall_ms.value is 10000000000000000000...0000000000 (401 digits), past the range"),
+        (_with_value("-" + BIG), "metrics.wall_ms.value is -1000000000000000000...0000000000 (401 digits)"),
+        (_with_value("1e400"), "metrics.wall_ms.value is 1e400, past the range of a double"),
+        (_with_value("9" * 5000, field="median"), "metrics.wall_ms.median is 99999999999999999999...9999999999 "
+                                                  "(5,000 digits)"),
+        (_result(4, 1).replace(b'"unit": "ms"', b'"unit": "m\\ud800s"'),
+         "metrics.wall_ms.unit holds a lone surrogate"),
+    ],
+    ids=["401-digits", "minus-401-digits", "1e400", "5000-digits", "surrogate"],
+)
+def test_an_unholdable_line_is_one_error_row_through_the_cli(
+    tmp_path: Path, db_url: str, suite_dir: Path, line4: bytes, says: str
+) -> None:
+    def orch(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "orchestrator", "--db", db_url, "--inventory",
+                               str(tmp_path / "none.yaml"), "runs", "import", *args, "--host", "l1",
+                               "--suite-dir", str(suite_dir)],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
+
+    if db_url.startswith("postgresql"):
+        s = Store.from_url(db_url)
+        s.upgrade()
+        s.close()
+    lines = echo_lines()
+    lines[4] = line4
+    spool = _write(tmp_path / "events.jsonl", lines)
+    for attempt in range(2):  # importing again: the same answer, nothing stored twice
+        res = orch(str(spool))
+        assert res.returncode == 1, (attempt, res.stdout, res.stderr)
+        assert "Traceback" not in res.stderr and "orch hit a bug" not in res.stderr, res.stderr
+        assert "partial — 2 results, 1 error stored; run partial" in res.stdout, res.stdout
+        assert f"1 case failed: agent line 4 (result): {says}"[:150] in res.stdout, res.stdout
+    store = Store.from_url(db_url)
+    try:
+        assert store.get_run(RUN_ID).status == "partial"
+        rows = store.results(RUN_ID).items
+        assert [(r.seq, r.case_index, r.status) for r in rows] == [(2, 0, "ok"), (4, 1, "error"), (6, 2, "ok")]
+        assert says in (rows[1].error or "")
+        assert rows[1].metrics in ({}, None)
+        stored = json.dumps([[r.case, r.metrics, r.info, r.error] for r in rows])
+        assert "\\ufffd" not in stored and "\ufffd" not in stored
+        assert store.last_seq(RUN_ID, "l1") == 7
+    finally:
+        store.close()
