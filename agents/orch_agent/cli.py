@@ -62,7 +62,7 @@ import time
 from typing import Any
 
 from . import PROTOCOL_VERSION, fatal
-from .runs import RunDir, group_alive, pid_alive, session_members, start_time, stopped, valid_run_id
+from .runs import RunDir, group_alive, pid_alive, session_members, start_time, stopped, valid_pid, valid_run_id
 from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
 
 # Each command imports what only it needs (sysinfo, leases, reaper's ctypes, subprocess, platform, hashlib ...):
@@ -475,7 +475,10 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     pid = rd.pid()
     was_running = pid is not None and rd.worker_alive()
     if not was_running and find_done(read_lines(rd.spool)) is None and rd.pid_trouble() is not None:
-        if os.path.exists(rd.spool):  # nothing to stop that can be named, and no done while a worker may write
+        # nothing to stop that can be named, and no done while a worker may write: the spool is there, or a pid
+        # file that names no worker of this run (a link, garbage, another run's worker). Only a missing pid file
+        # without a spool is a start that died before launching, which a done line ends.
+        if os.path.exists(rd.spool) or os.path.lexists(rd.pid_path):
             raise _pid_unreadable(rd, len(read_lines(rd.spool)), "not stopped, no done line written")
     # A live pid that is not our worker is a recycled pid: its group and session are someone else's. A dead
     # worker's pid cannot be reused while processes of its session or group are left (the kernel keeps it).
@@ -575,9 +578,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
 def _pid_unreadable(rd: RunDir, lines: int, what: str) -> CliError:
     """``pid_unreadable`` (exit 3) for a run whose spool is there but whose pid file does not name the worker
     (``RunDir.pid_trouble``): never "spool gone" while the spool exists. ``what``: what this command did."""
+    spool = (f"the spool {rd.spool} is still there ({lines} lines, {what})" if os.path.exists(rd.spool)
+             else f"the run has no spool {rd.spool} yet ({what})")  # fmt: skip
     return CliError(
-        f"{rd.pid_trouble()}: the worker's state is unknown; the spool {rd.spool} is still there ({lines} lines, "
-        f"{what})",
+        f"{rd.pid_trouble()}: the worker's state is unknown; {spool}",
         "pid_unreadable",
         EXIT_DEAD,
         {"run_id": rd.run_id, "path": rd.pid_path, "spool": rd.spool, "lines": lines},
@@ -602,7 +606,7 @@ def cmd_stop_follower(args: argparse.Namespace) -> int:
     rd = _existing_run(args.run_id, args)
     pid = args.pid
     killed = False
-    if pid > 1 and pid != os.getpid() and pid != rd.pid() and _follower_of(pid, rd.run_id):
+    if valid_pid(pid) and pid > 1 and pid != os.getpid() and pid != rd.pid() and _follower_of(pid, rd.run_id):
         try:
             os.kill(pid, signal.SIGKILL)  # a stopped process dies of SIGKILL too
             killed = True

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .runs import session_members
+from .runs import session_members, valid_pid
 
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 KILL_DEADLINE_S = 30.0
@@ -65,7 +65,9 @@ def child_setup() -> Callable[[], None]:
 def kill_session(sid: int, exclude: tuple[int, ...] = (), deadline_s: float = KILL_DEADLINE_S) -> int:
     """SIGKILL every process group of session ``sid`` (leaving out the processes in ``exclude``) until none is
     left or ``deadline_s`` passes. Returns how many processes were seen and signalled."""
-    seen = set()
+    seen: set[int] = set()
+    if not valid_pid(sid):  # session 0 is the kernel's threads; killpg(0, ...) would be the caller's own group
+        return 0
     deadline = time.monotonic() + deadline_s
     while True:
         members = session_members(sid, exclude)
@@ -73,8 +75,10 @@ def kill_session(sid: int, exclude: tuple[int, ...] = (), deadline_s: float = KI
             return len(seen)
         for pid, pgid in members:
             seen.add(pid)
+            if not valid_pid(pid):
+                continue
             try:
-                if pgid not in exclude and pgid != os.getpgid(0):
+                if valid_pid(pgid) and pgid not in exclude and pgid != os.getpgid(0):
                     os.killpg(pgid, signal.SIGKILL)
                 else:
                     os.kill(pid, signal.SIGKILL)
@@ -85,9 +89,12 @@ def kill_session(sid: int, exclude: tuple[int, ...] = (), deadline_s: float = KI
 
 def start_guardian(poll_s: float = 1.0) -> int | None:
     """Fork the guardian for the calling worker (a session leader); returns the guardian's pid, or None when
-    fork failed (the worker then runs without one: PDEATHSIG still covers each command's first process)."""
+    fork failed or the caller leads no session (the guardian's end kills the session: never one that is not the
+    worker's own) — the worker then runs without one: PDEATHSIG still covers each command's first process."""
     worker = os.getpid()
     sid = os.getsid(0)
+    if sid != worker:  # not a session leader: its session is someone else's (the login's, a job step's)
+        return None
     r, w = os.pipe()
     try:
         pid = os.fork()

@@ -8,6 +8,11 @@ that exec'd ``_worker RUN_DIR``, recognised by its command line), ``events.jsonl
 worker died, when it could tell: see :mod:`.fatal`), ``outputs/`` (full outputs of ``command`` cases) and
 ``worker.log`` (the worker's stdout and stderr: tracebacks of crashes that the spool could not record). Everything
 is created 0700/0600: the spec may hold secrets in ``env``.
+
+Nothing is signalled on the word of a pid file alone: both files are opened without following a symbolic link
+(``O_NOFOLLOW``), a pid is 1 to ``pid_max - 1`` (:func:`valid_pid`), and a live process is this run's worker only
+when it works in this run directory (:func:`is_worker`) — a pid file copied or linked from another run names
+that run's worker, which is never this run's to stop.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import errno
 import os
 import re
 import socket
+from stat import S_ISREG
 from typing import Any
 
 from .spool import SPOOL_NAME, find_done, read_lines
@@ -121,17 +127,18 @@ class RunDir:
         return self.pid_path + ".start"
 
     def _pid_file(self) -> tuple[int | None, int | None]:
-        """``(pid, start time)``: ``(None, None)`` before ``pid`` is written, start None without ``pid.start``
-        for that pid."""
+        """``(pid, start time)``: ``(None, None)`` before ``pid`` is written, or when it is a symbolic link, not a
+        regular file, or holds no valid pid (:func:`parse_pid`); start None without a ``pid.start`` (regular file,
+        not a link) for that pid."""
         try:
-            with open(self.pid_path) as f:
-                pid = int(f.read().strip())
-        except (OSError, ValueError):
+            pid = parse_pid(read_pid_file(self.pid_path))
+        except OSError:
+            return None, None
+        if pid is None:
             return None, None
         try:
-            with open(self.pid_start_path) as f:
-                fields = f.read().split()
-            return pid, (int(fields[1]) if int(fields[0]) == pid else None)
+            fields = read_pid_file(self.pid_start_path).split()
+            return pid, (int(fields[1]) if parse_pid(fields[0]) == pid else None)
         except (OSError, ValueError, IndexError):
             return pid, None
 
@@ -141,25 +148,34 @@ class RunDir:
 
     def pid_trouble(self) -> str | None:
         """Why the worker's pid file does not name the worker (None when it does, or when it names a process that
-        is gone: a dead worker is a reading, not a trouble): ``pid`` missing, unreadable, empty or not a pid; or
-        ``pid.start`` missing or for another pid while ``pid`` names a live process this run dir does not
-        recognise (without it a recycled pid cannot be told from the worker). One sentence naming the path."""
+        is gone: a dead worker is a reading, not a trouble): ``pid`` missing, a symbolic link (never followed:
+        a link could name another run's worker), not a regular file, unreadable, empty or not a pid
+        (:func:`parse_pid`); ``pid.start`` a symbolic link; ``pid.start`` missing or for another pid while ``pid``
+        names a live process this run dir does not recognise (without it a recycled pid cannot be told from the
+        worker); or ``pid`` and ``pid.start`` naming a live process that started then but is not this run's
+        worker (its working directory is not this run directory: another run's worker). One sentence naming the
+        path."""
         try:
-            with open(self.pid_path, "rb") as f:
-                raw = f.read(64)
-        except FileNotFoundError:
-            return f"the worker's pid file {self.pid_path} is missing"
+            raw = read_pid_file(self.pid_path)
         except OSError as exc:
-            return f"the worker's pid file {self.pid_path} is unreadable ({exc.strerror})"
+            return f"the worker's pid file {self.pid_path} {_file_trouble(exc)}"
         text = raw.decode("utf-8", "replace").strip()
         if not text:
             return f"the worker's pid file {self.pid_path} is empty"
-        if not text.isdigit() or int(text) <= 0:
+        if parse_pid(raw) is None:
             return f"the worker's pid file {self.pid_path} holds {text[:40]!r}, not a pid"
+        if os.path.islink(self.pid_start_path):
+            return f"the worker's start-time file {self.pid_start_path} is a symbolic link"
         pid, start = self._pid_file()
-        if pid is not None and start is None and pid_alive(pid) and not is_worker(pid, self.path, None):
+        if pid is None or not pid_alive(pid) or is_worker(pid, self.path, start):
+            return None
+        if start is None:
             return (f"the worker's start-time file {self.pid_start_path} is missing or names another pid, and pid "
                     f"{pid} is a live process that is not recognisably this run's worker")  # fmt: skip
+        if start_time(pid) == start:
+            return (f"the worker's pid file {self.pid_path} names pid {pid}, a live process started when "
+                    f"{self.pid_start_path} says, but it is not this run's worker (its working directory is not "
+                    f"{self.path}): another run's worker")  # fmt: skip
         return None
 
     def status(self) -> dict[str, Any]:
@@ -192,9 +208,65 @@ class RunDir:
         return out
 
 
+PID_MAX_LIMIT = 1 << 22  # PID_MAX_LIMIT of <linux/threads.h> on 64-bit: the most pid_max can be (proc(5))
+PID_FILE_MAX_BYTES = 64  # a pid file holds one decimal pid (and pid.start a pid and a tick count): never more
+
+
+def pid_max() -> int:
+    """The kernel's ``/proc/sys/kernel/pid_max``: one more than the largest pid it hands out (``proc(5)``); where it
+    cannot be read, :data:`PID_MAX_LIMIT`."""
+    try:
+        with open("/proc/sys/kernel/pid_max", "rb") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return PID_MAX_LIMIT
+
+
+def valid_pid(pid: int) -> bool:
+    """True for a pid the kernel can hand out: 1 to ``pid_max() - 1``. Nothing else is ever signalled or probed:
+    ``kill(0, ...)`` and ``killpg(0, ...)`` mean the caller's own process group, a negative pid a group (or every
+    process, -1), and a pid beyond a C long makes ``os.kill`` raise OverflowError."""
+    return 0 < pid < pid_max()
+
+
+def parse_pid(raw: bytes | str) -> int | None:
+    """The pid a pid file's text names (ASCII digits, surrounding whitespace allowed, :func:`valid_pid`), or None."""
+    text = raw.decode("ascii", "replace") if isinstance(raw, bytes) else raw
+    text = text.strip()
+    if not text.isascii() or not text.isdigit() or len(text) > 10:
+        return None
+    pid = int(text)
+    return pid if valid_pid(pid) else None
+
+
+def read_pid_file(path: str) -> bytes:
+    """The first :data:`PID_FILE_MAX_BYTES` of ``path``, opened without following a symbolic link (``O_NOFOLLOW``:
+    a link raises OSError ELOOP) and without blocking (a FIFO is refused, not waited on). Raises OSError, also
+    with EINVAL (our own) for anything but a regular file."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
+        return os.read(fd, PID_FILE_MAX_BYTES)
+    finally:
+        os.close(fd)
+
+
+def _file_trouble(exc: OSError) -> str:
+    """What ``read_pid_file``'s error says about the file, as the end of a sentence naming it."""
+    if exc.errno == errno.ENOENT:
+        return "is missing"
+    if exc.errno == errno.ELOOP:
+        return "is a symbolic link"
+    if exc.errno == errno.EINVAL:
+        return "is not a regular file"
+    return f"is unreadable ({exc.strerror})"
+
+
 def pid_alive(pid: int) -> bool:
-    """True when ``pid`` exists and is not a zombie (an unreaped zombie counts as gone)."""
-    if pid <= 0:
+    """True when ``pid`` exists and is not a zombie (an unreaped zombie counts as gone); False for a pid that is
+    not :func:`valid_pid` (never probed: ``kill(0, 0)`` succeeds for the caller's own group)."""
+    if not valid_pid(pid):
         return False
     try:
         os.kill(pid, 0)
@@ -214,6 +286,8 @@ def stopped(pid: int) -> bool:
     """True when ``pid`` is stopped: state ``T`` (SIGSTOP, SIGTSTP, a job-control stop; Slurm's ``scontrol
     suspend`` sends SIGSTOP) or ``t`` (held by a tracer: a debugger), field 3 of ``/proc/PID/stat`` (``proc(5)``).
     False when it runs, sleeps, or cannot be read."""
+    if not valid_pid(pid):
+        return False
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
@@ -227,6 +301,8 @@ PF_KTHREAD = 0x00200000  # <linux/sched.h>: the flags field (9th) of /proc/PID/s
 
 def start_time(pid: int) -> int | None:
     """When ``pid`` started, in clock ticks after boot (field 22 of ``/proc/PID/stat``, ``proc(5)``), or None."""
+    if not valid_pid(pid):
+        return None
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
@@ -236,7 +312,14 @@ def start_time(pid: int) -> int | None:
 
 
 def is_worker(pid: int, run_dir: str, start: int | None = None) -> bool:
-    """Alive, and (where /proc tells) still the worker of ``run_dir`` rather than a recycled pid.
+    """Alive, working in ``run_dir``, and (where /proc tells) still the worker of ``run_dir`` rather than a
+    recycled pid.
+
+    Every worker works in its run directory (``start`` forks it after ``chdir(RUN_DIR)``; ``slurm-task`` changes
+    there before it execs ``_worker RUN_DIR``; the worker never changes directory): ``/proc/PID/cwd`` must be that
+    directory (same device and inode), or the process is not this run's worker — another run's worker that a
+    copied or linked pid file names included. Where the working directory cannot be read the process is not
+    taken for the worker: nothing is signalled that was not proved to be this run's.
 
     ``start``: the worker's start time as ``start`` recorded it (a worker forked by ``start`` has the command line
     of ``start``): the process is the worker when it started then. Without it (a worker that exec'd
@@ -246,7 +329,7 @@ def is_worker(pid: int, run_dir: str, start: int | None = None) -> bool:
     descriptors are closed, before the kernel has laid out the new program's arguments (measured: 285 of 300
     reads right after ``Popen`` returned, on a loaded machine). ``start --follow`` asks at once, so such a
     process is taken as the worker just launched; a kernel thread (also without a command line) is not."""
-    if not pid_alive(pid):
+    if not pid_alive(pid) or not works_in(pid, run_dir):
         return False
     if start is not None:
         now = start_time(pid)
@@ -260,6 +343,20 @@ def is_worker(pid: int, run_dir: str, start: int | None = None) -> bool:
         return not _kernel_thread(pid)
     argv = raw.split(b"\0")
     return b"_worker" in argv and os.fsencode(run_dir) in argv
+
+
+def works_in(pid: int, directory: str) -> bool:
+    """True when process ``pid``'s working directory (``/proc/PID/cwd``, ``proc(5)``; readable for our own
+    processes) is ``directory``: the same device and inode, whatever path spells it. False when either cannot be
+    read (another user's process, a pid that is gone, a directory that is gone)."""
+    if not valid_pid(pid):
+        return False
+    try:
+        cwd = os.stat(f"/proc/{pid}/cwd")
+        here = os.stat(directory)
+    except OSError:
+        return False
+    return (cwd.st_dev, cwd.st_ino) == (here.st_dev, here.st_ino)
 
 
 def _kernel_thread(pid: int) -> bool:
@@ -292,16 +389,23 @@ def _proc_stats() -> list[tuple[int, str, int, int]]:
 
 
 def session_members(sid: int, exclude: tuple[int, ...] = ()) -> list[tuple[int, int]]:
-    """``(pid, pgid)`` of the live (non-zombie) processes of session ``sid``, leaving out ``exclude``.
+    """``(pid, pgid)`` of the live (non-zombie) processes of session ``sid``, leaving out ``exclude``; none for a
+    ``sid`` that is not :func:`valid_pid` (session 0 holds the kernel's threads).
 
     The worker is a session leader (``start`` launches it with ``setsid``) and every process it starts stays in
     its session (commands get their own process group, not their own session), so this is "everything the run
     started" — except a program that calls ``setsid`` itself."""
+    if not valid_pid(sid):
+        return []
     return [(pid, pgid) for pid, state, pgid, s in _proc_stats() if s == sid and state != "Z" and pid not in exclude]
 
 
 def group_alive(pgid: int) -> bool:
-    """True when any non-zombie process is left in process group ``pgid``."""
+    """True when any non-zombie process is left in process group ``pgid``; False for a ``pgid`` that is not
+    :func:`valid_pid` (never probed: ``killpg(0, 0)`` is the caller's own group, and group 0 in /proc is the
+    kernel's threads)."""
+    if not valid_pid(pgid):
+        return False
     try:
         os.killpg(pgid, 0)
     except OSError as exc:

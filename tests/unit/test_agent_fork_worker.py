@@ -74,7 +74,8 @@ def test_a_recycled_pid_is_not_taken_for_the_worker_and_is_left_alone(home: Path
     rd = run_dir(home, "recycled")
     rd.mkdir(parents=True)
     (rd / "events.jsonl").write_text('{"v":1,"seq":0,"type":"hello","ts":1}\n')
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True,
+                             cwd=rd)  # working in the run directory, as a worker does  # fmt: skip
     try:
         started = start_time(other.pid)
         assert started is not None

@@ -8,6 +8,7 @@ import io
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,14 +16,15 @@ import pytest
 from agents.orch_agent import runs
 
 
-def test_a_worker_just_launched_is_alive_at_once() -> None:
+def test_a_worker_just_launched_is_alive_at_once(tmp_path: Path) -> None:
+    run_dir = str(tmp_path)  # a worker works in its run directory (slurm-task changes there before its exec)
     for _ in range(30):
         proc = subprocess.Popen(
-            [sys.executable, "-c", "import time; time.sleep(30)", "_worker", "/run/dir"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True, start_new_session=True,
+            [sys.executable, "-c", "import time; time.sleep(30)", "_worker", run_dir],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, close_fds=True, start_new_session=True, cwd=run_dir,
         )  # fmt: skip
         try:
-            assert runs.is_worker(proc.pid, "/run/dir")
+            assert runs.is_worker(proc.pid, run_dir)
         finally:
             proc.kill()
             proc.wait()
@@ -42,13 +44,18 @@ def _fake_proc(monkeypatch: pytest.MonkeyPatch, cmdline: bytes, flags: int) -> N
 
 
 def test_an_empty_command_line_is_a_process_inside_exec_but_not_a_kernel_thread(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    run = tmp_path / "run" / "dir"
+    run.mkdir(parents=True)
+    monkeypatch.chdir(run)  # this process stands for the worker: it works in its run directory
     _fake_proc(monkeypatch, b"", 0x400040)
-    assert runs.is_worker(os.getpid(), "/run/dir")
+    assert runs.is_worker(os.getpid(), str(run))
     _fake_proc(monkeypatch, b"", 0x400040 | runs.PF_KTHREAD)
-    assert not runs.is_worker(os.getpid(), "/run/dir")
+    assert not runs.is_worker(os.getpid(), str(run))
     _fake_proc(monkeypatch, b"python\0other.py\0", 0x400040)  # a recycled pid running something else
-    assert not runs.is_worker(os.getpid(), "/run/dir")
-    _fake_proc(monkeypatch, b"python\0agent.pyz\0_worker\0/run/dir\0", 0x400040)
-    assert runs.is_worker(os.getpid(), "/run/dir")
+    assert not runs.is_worker(os.getpid(), str(run))
+    _fake_proc(monkeypatch, b"python\0agent.pyz\0_worker\0" + bytes(run) + b"\0", 0x400040)
+    assert runs.is_worker(os.getpid(), str(run))
+    monkeypatch.chdir(tmp_path)  # the same process working elsewhere: another run's worker, not this one's
+    assert not runs.is_worker(os.getpid(), str(run))
