@@ -41,9 +41,11 @@ from orchestrator.wording import counted
 
 @dataclass
 class ImportOutcome:
-    """What an import did. ``lines``: whole lines in the file; ``new_lines``: of those, stored now (the others
-    were already stored); ``status``: the host's verdict (completed | partial | failed | cancelled), or
-    ``unfinished`` when the spool has no ``done`` line; ``results``/``errors``: the store's counts for the host."""
+    """What an import did. ``lines``: whole lines in the file; ``new_lines``: of those, the ones this process's
+    transactions stored (the others were already stored, or another import of the same spool stored them first:
+    the counts of concurrent imports add up to the lines); ``status``: the host's verdict (completed | partial |
+    failed | cancelled), or ``unfinished`` when the spool has no ``done`` line; ``results``/``errors``: the
+    store's counts for the host."""
 
     path: str
     run_id: str
@@ -172,7 +174,8 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     last = store.last_seq(run_id, name)
     stored = _Stored(store, run_id, name, path) if last > 0 else None
     batch: list[Event] = [hello] if last < 0 else []
-    count, new, after_done, done_at = 1, len(batch), 0, None
+    count, after_done, done_at = 1, 0, None
+    stored_lines: list[int] = []  # what this process's transactions stored: another import may store lines first
     spool = SpoolLines(1, cap=cap)
     for raw in lines:
         pos = count
@@ -192,14 +195,14 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
             stored.refuse_if_conflicts()  # before anything of this spool is stored
             stored = None
         batch.append(enrich(ev))
-        new += 1
         if len(batch) >= INGEST_BATCH_MAX:
-            ingest_keeping(store, run_id, name, batch)
+            ingest_keeping(store, run_id, name, batch, lines_out=stored_lines)
             batch = []
     if stored is not None:
         stored.refuse_if_conflicts()
     if batch:
-        ingest_keeping(store, run_id, name, batch)
+        ingest_keeping(store, run_id, name, batch, lines_out=stored_lines)
+    new = sum(stored_lines)
     detail = store.get_run(run_id)
     rec = detail.host_run(name)
     assert rec is not None

@@ -29,36 +29,41 @@ def refused_value(exc: StoreError) -> bool:
     return isinstance(exc.__cause__, _DATA_REFUSALS)
 
 
-def ingest_keeping(store: Store, run_id: str, host: str, events: Sequence[Event]) -> int:
+def ingest_keeping(
+    store: Store, run_id: str, host: str, events: Sequence[Event], *, lines_out: list[int] | None = None
+) -> int:
     """``store.ingest(run_id, host, events)``; a batch whose data the database refuses is stored line by line,
     each refused line as one error row at its position. Returns the result rows newly inserted (refused lines'
-    error rows included). Raises StoreError for a failure that is not about a value (and for an error row the
+    error rows included); ``lines_out`` (when given) gets the lines each committed transaction stored
+    (``Store.ingest_many``). Raises StoreError for a failure that is not about a value (and for an error row the
     database refuses too)."""
     try:
-        return store.ingest(run_id, host, events)
+        return store.ingest(run_id, host, events, lines_out=lines_out)
     except StoreError as exc:
         if not refused_value(exc) or len(events) == 0:
             raise
     inserted = 0
     for ev in events:
         try:
-            inserted += store.ingest(run_id, host, [ev])
+            inserted += store.ingest(run_id, host, [ev], lines_out=lines_out)
         except StoreError as exc:
             if not refused_value(exc):
                 raise
-            inserted += _store_refusal(store, run_id, host, ev, exc)
+            inserted += _store_refusal(store, run_id, host, ev, exc, lines_out)
     return inserted
 
 
-def _store_refusal(store: Store, run_id: str, host: str, ev: Event, exc: StoreError) -> int:
+def _store_refusal(store: Store, run_id: str, host: str, ev: Event, exc: StoreError,
+                   lines_out: list[int] | None = None) -> int:  # fmt: skip
     message = (
         f"agent line {ev.seq} ({ev.type}) was not stored: {exc.message}; the line stays in the host's spool, the "
         "other lines are stored"
     )
     try:
         return store.ingest(run_id, host, [error_event(ev.seq, message, kind="store", line_type=ev.type,
-                                                       **case_fields(ev.data))])  # fmt: skip
+                                                       **case_fields(ev.data))], lines_out=lines_out)  # fmt: skip
     except StoreError as again:
         if not refused_value(again):
             raise
-        return store.ingest(run_id, host, [error_event(ev.seq, message, kind="store", line_type=ev.type)])
+        return store.ingest(run_id, host, [error_event(ev.seq, message, kind="store", line_type=ev.type)],
+                            lines_out=lines_out)

@@ -427,8 +427,9 @@ class Store:
 
     # -- ingest ----------------------------------------------------------------------------------------------
 
-    def ingest(self, run_id: str, host: str, events: Sequence[Event]) -> int:
-        """Store a batch of one host's events; returns the number of result rows newly inserted.
+    def ingest(self, run_id: str, host: str, events: Sequence[Event], *, lines_out: list[int] | None = None) -> int:
+        """Store a batch of one host's events; returns the number of result rows newly inserted; ``lines_out``
+        (when given) gets the number of lines this call's transaction stored appended (see :meth:`ingest_many`).
 
         An event's ``seq`` is its line's position in the host's spool (``protocol.parse_line``). Events at or
         below the host run's ``last_seq`` are skipped (re-delivered after a reconnect: idempotent); the others
@@ -441,17 +442,24 @@ class Store:
         and status (``ingest.done_record``); ``case_start`` and unknown types are skipped. A result whose metrics
         are malformed is stored as an error row.
         """
-        return self.ingest_many([(run_id, host, events)])[0]
+        return self.ingest_many([(run_id, host, events)], lines_out=lines_out)[0]
 
-    def ingest_many(self, batches: Sequence[tuple[str, str, Sequence[Event]]]) -> list[int]:
+    def ingest_many(
+        self, batches: Sequence[tuple[str, str, Sequence[Event]]], *, lines_out: list[int] | None = None
+    ) -> list[int]:
         """Store the event batches of several host runs — ``(run_id, host, events)`` each, with the rules of
         :meth:`ingest` — in ONE transaction (the runner's store writer batches across hosts: one commit, one
         SELECT of the host runs, one INSERT of every result row, whatever the number of hosts). Returns the
         result rows newly inserted per batch, in order. A host run may appear more than once: its batches are
         applied in order. All or nothing: a batch that raises (ValueError for a gap in positions, NotFoundError
-        for an unknown host run) rolls back every batch of the call."""
+        for an unknown host run) rolls back every batch of the call.
+
+        ``lines_out``, when given, gets per batch the number of lines (positions) this call's transaction stored,
+        appended once it committed: the host run is read locked, so lines another writer stored first (two
+        ``orch runs import`` of one spool at once) are counted by that writer only."""
         if not batches:
             return []
+        stored_lines: list[int] = []
         with self._write() as s:
             hrs = self._host_run_states(s, {(rid, host) for rid, host, _ in batches})
             rows: list[dict[str, Any]] = []
@@ -470,6 +478,7 @@ class Store:
                         )
                     self._apply(hr, ev, rows, run_id, host)
                     nxt += 1
+                stored_lines.append(nxt - 1 - hr.last_seq)
                 hr.last_seq = nxt - 1
                 spans.append((hr, start, len(rows)))
             inserted = self._insert_results(s, rows) if rows else 0
@@ -479,25 +488,34 @@ class Store:
                     hr.results += end - start - errors
                     hr.errors += errors
                 _update_host_runs(s, hrs.values())
-                return [end - start for _, start, end in spans]
-            # the unique backstop dropped rows another writer had stored: recount each host run from the table
-            before = {id(hr): (hr.results, hr.errors) for hr in hrs.values()}
-            for hr in hrs.values():
-                counts: dict[str, int] = dict(
-                    s.execute(
-                        select(Result.status, func.count())
-                        .where(Result.run_id == hr.run_id, Result.host == hr.host)
-                        .group_by(Result.status)
-                    ).all()  # a list of rows: dict() would take a Result for a mapping (it has keys())
-                )
-                hr.results, hr.errors = counts.get("ok", 0), counts.get("error", 0)
-            _update_host_runs(s, hrs.values())
-            out, seen = [], set()
-            for hr, _, _ in spans:  # a host run's new rows go to its first batch of the call
-                old = before[id(hr)]
-                out.append(0 if id(hr) in seen else hr.results + hr.errors - old[0] - old[1])
-                seen.add(id(hr))
-            return out
+                out = [end - start for _, start, end in spans]
+            else:
+                out = self._recount(s, hrs, spans)
+        if lines_out is not None:
+            lines_out.extend(stored_lines)
+        return out
+
+    def _recount(
+        self, s: Session, hrs: dict[tuple[str, str], _IngestState], spans: list[tuple[_IngestState, int, int]]
+    ) -> list[int]:
+        """ingest_many's counts when the unique backstop dropped rows another writer had stored."""
+        before = {id(hr): (hr.results, hr.errors) for hr in hrs.values()}
+        for hr in hrs.values():
+            counts: dict[str, int] = dict(
+                s.execute(
+                    select(Result.status, func.count())
+                    .where(Result.run_id == hr.run_id, Result.host == hr.host)
+                    .group_by(Result.status)
+                ).all()  # a list of rows: dict() would take a Result for a mapping (it has keys())
+            )
+            hr.results, hr.errors = counts.get("ok", 0), counts.get("error", 0)
+        _update_host_runs(s, hrs.values())
+        out, seen = [], set()
+        for hr, _, _ in spans:  # a host run's new rows go to its first batch of the call
+            old = before[id(hr)]
+            out.append(0 if id(hr) in seen else hr.results + hr.errors - old[0] - old[1])
+            seen.add(id(hr))
+        return out
 
     def _insert_results(self, s: Session, rows: list[dict[str, Any]]) -> int:
         """Insert result rows, skipping (run_id, host, seq) already stored; returns the number inserted.
