@@ -937,6 +937,8 @@ class Runner:
             if step == "judge":  # nothing left to collect: judged again from the store
                 verdict, results, errors = await self.stored_verdict(host.name)
                 return HostOutcome(host.name, verdict.status, results, errors, verdict.error)
+            if resume:  # an ended host run tried again: its old error is history before this attempt can fail too
+                await self.writer.call(self.store.reopen_host_run, self.run_id, host.name)
             try:
                 return await self._host(hr, resume=resume, started=st is not None and st.started)
             except OrchError as failure:
@@ -983,8 +985,7 @@ class Runner:
         assert hr.dep is not None and hr.t is not None
         agent = agent_argv(hr.host, hr.dep)
         from_seq = 0
-        if resume:  # an ended host run followed again: its old error becomes history (Store.reopen_host_run)
-            await self.writer.call(self.store.reopen_host_run, self.run_id, name)
+        if resume:  # (an ended host run was reopened by the caller: its old error is history)
             res = await hr.t.run([*agent, "status", self.run_id, *run_opts(hr.host)], timeout_s=120, check=False)
             # exit 4: no such run on the host; anything else unexpected is the agent's error
             status = {"state": AGENT_UNKNOWN_RUN} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)

@@ -225,6 +225,13 @@ def test_resume_after_the_host_was_lost_collects_its_remaining_cases(
     assert proc.returncode == 1 and first["status"] == "partial", (first, err[-2000:])
     h = first["hosts"][0]
     assert h["status"] == "failed" and "lost the connection" in h["error"] and h["results"] < 6, first
+    # a resume while the host is still down fails too: its own reason is the error now, the first is history
+    down = orch("run", "--resume", rid, "--suite-dir", str(suites), "--json", timeout=300)
+    assert down.returncode == 1, down.stderr[-2000:]
+    h = json.loads(down.stdout)["hosts"][0]
+    assert h["status"] == "failed" and "refused" in h["error"] and "lost the connection" not in h["error"], h
+    was = next(x for x in orch.json("runs", "show", rid)["hosts"] if x["host"] == "gpu-a")
+    assert [e["error"][:30] for e in was["earlier_errors"]] == [first["hosts"][0]["error"][:30]], was
     host.start()
     doc = _collect(orch, rid, 0, "--suite-dir", str(suites))
     assert doc["status"] == "completed" and doc["hosts"][0]["results"] == 6, doc
@@ -239,8 +246,9 @@ def test_resume_after_the_host_was_lost_collects_its_remaining_cases(
     shown = orch.json("runs", "show", rid)
     h = next(x for x in shown["hosts"] if x["host"] == "gpu-a")
     assert h["status"] == "completed" and h["error"] is None, h
-    earlier = h["earlier_errors"]
-    assert len(earlier) == 1 and earlier[0]["status"] == "failed" and "lost the connection" in earlier[0]["error"], h
+    earlier = h["earlier_errors"]  # oldest first: the drop, then the resume that found the host down
+    assert [e["status"] for e in earlier] == ["failed", "failed"], h
+    assert "lost the connection" in earlier[0]["error"] and "refused" in earlier[1]["error"], h
     text = orch("runs", "show", rid, columns=400)
     assert text.returncode == 0 and "gpu-a: earlier attempt failed: lost the connection" in text.stdout, text
     from fastapi.testclient import TestClient
@@ -253,7 +261,7 @@ def test_resume_after_the_host_was_lost_collects_its_remaining_cases(
         assert r.status_code == 200, r.text
         (api,) = r.json()["host_runs"]
         assert api["status"] == "completed" and api["error"] is None, api
-        assert [e["status"] for e in api["earlier_errors"]] == ["failed"], api
+        assert [e["status"] for e in api["earlier_errors"]] == ["failed", "failed"], api
         assert "lost the connection" in api["earlier_errors"][0]["error"], api
 
 
