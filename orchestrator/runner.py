@@ -190,6 +190,7 @@ class RunOutcome:
     suite: str
     status: str
     hosts: list[HostOutcome]
+    stop_failed: tuple[str, ...] = ()  # ``orch cancel``: the hosts whose agent could not stop the run (exit 1)
 
     @property
     def stored(self) -> bool:
@@ -1167,4 +1168,4 @@ async def cancel_run(
     stored = {h.host: h for h in final.host_runs}
     res = [dataclasses.replace(h, results=stored[h.host].results, errors=stored[h.host].errors)
            if h.host in stored else h for h in res]  # fmt: skip
-    return RunOutcome(detail.id, detail.suite, status, res)
+    return RunOutcome(detail.id, detail.suite, status, res, stop_failed=tuple(o.host.name for o in outs if not o.ok))

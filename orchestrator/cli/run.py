@@ -210,7 +210,8 @@ def cancel(
     ] = 10.0,
 ) -> None:
     """Stop a run's agents on every host, collect what their spools hold beyond the stored lines (a host whose
-    agent had finished keeps its own end), and mark the rest cancelled (results so far are kept)."""
+    agent had finished keeps its own end), and mark the rest cancelled (results so far are kept). Exit 1 when the
+    stop failed on any host (named, with why), else 0."""
     from orchestrator.runner import cancel_run
 
     app = app_context(ctx)
@@ -220,6 +221,7 @@ def cancel(
         render.print_json(outcome.to_dict())
     else:
         render.cancelled(outcome)
+    raise typer.Exit(1 if outcome.stop_failed else 0)
 
 
 def deploy(

@@ -6,15 +6,17 @@ state unknown), and the lines the spool holds are stored."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
 
 from orchestrator.store.repo import Store
+from tests.e2e.cancel_counts import latest_run
 from tests.e2e.conftest import Orch
 from tests.e2e.test_ingest_ssh import _collect, _plant, _result, _spool
 from tests.plugins.sshd import SshdBed, SshdHost
-from tests.plugins.timing import scaled
+from tests.plugins.timing import scaled, wait_for
 
 pytestmark = [pytest.mark.sshd]
 
@@ -61,7 +63,7 @@ def test_cancel_names_the_pid_file_not_a_gone_spool(one_host: tuple[Orch, SshdHo
     orch, host = one_host
     rid, run_dir = _planted(orch, host, None)
     res = orch("cancel", rid, "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]  # the stop failed there: named, exit 1
     [h] = json.loads(res.stdout)["hosts"]
     assert h["status"] == "failed" and "gone" not in h["error"], h
     assert f"the worker's pid file {run_dir / 'pid'} is missing: the worker's state is unknown" in h["error"], h
@@ -70,4 +72,72 @@ def test_cancel_names_the_pid_file_not_a_gone_spool(one_host: tuple[Orch, SshdHo
     try:
         assert store.get_run(rid).host_run(host.name).status == "cancelled"  # type: ignore[union-attr]
     finally:
+        store.close()
+
+
+SLEEPER = """\
+name: pid-sleeper
+description: one case that sleeps SECS
+command: ["sleep", "{secs}"]
+params:
+  secs: {type: str, default: "1", help: "seconds the case sleeps"}
+parser: {name: regex, pattern: 'tput: (?P<tput>\\d+)'}
+metrics:
+  tput: {path: tput, unit: tok/s}
+warmup: 0
+repeat: 1
+timeout_s: 1800
+"""
+
+
+def test_cancel_of_a_run_whose_pid_files_link_to_another_runs_leaves_that_run_alone(
+    one_host: tuple[Orch, SshdHost], tmp_path: Path
+) -> None:
+    """Two runs on one host; B's ``pid`` and ``pid.start`` replaced by links to A's: ``orch cancel B`` SIGTERMed
+    A's worker (A ended partial) and said "cancelled", exit 0, while B's ran on. Now the agent does not follow the
+    links: B's pid file is named, the stop failed there (exit 1), and A runs on untouched."""
+    from tests.e2e.test_cancel_ssh import _in_sessions, _kill, _sleeps
+
+    orch, host = one_host
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "pid-sleeper.yaml").write_text(SLEEPER)
+    store = Store.from_url(orch.db_url)
+    procs, runs, workers, secs = [], [], [], []
+    try:
+        for _ in range(2):  # A, then B: each run's sleep has its own length, so ps tells them apart
+            s = f"{1200 + random.random() * 100:.4f}"
+            secs.append(s)
+            procs.append(orch.popen("run", "pid-sleeper", "--hosts", "ct200", "--suite-dir", str(suites),
+                                    "--set", f"secs={s}", "--timeout", str(scaled(30)), "--json"))  # fmt: skip
+            wait_for(lambda s=s: _sleeps(s) or procs[-1].poll() is not None, timeout_s=180, what=f"sleep {s}")
+            assert procs[-1].poll() is None, procs[-1].communicate()[1][-3000:]
+            runs.append(wait_for(lambda: (r := latest_run(store)) not in runs and r, timeout_s=60, what="the run"))
+            pid_file = host.home / ".orch" / "runs" / runs[-1] / host.name / "pid"
+            workers.append(int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
+                                        what="the worker's pid")))  # fmt: skip
+        a_dir, b_dir = (host.home / ".orch" / "runs" / r / host.name for r in runs)
+        for name in ("pid", "pid.start"):
+            (b_dir / name).unlink()
+            (b_dir / name).symlink_to(a_dir / name)
+
+        res = orch("cancel", runs[1], "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+        assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+        [h] = json.loads(res.stdout)["hosts"]
+        assert h["status"] == "failed", h
+        assert f"the worker's pid file {b_dir / 'pid'} is a symbolic link: the worker's state is unknown" in h["error"]
+        # A's worker and its command are untouched, its spool has no done, its run is still running
+        a_session = _in_sessions({workers[0]})
+        assert any(p[0] == workers[0] for p in a_session) and _sleeps(secs[0]), a_session
+        assert not (a_dir / "cancel").exists()
+        assert '"done"' not in (a_dir / "events.jsonl").read_text()
+        assert store.get_run(runs[0]).status == "running"
+        assert procs[0].poll() is None
+        assert _sleeps(secs[1])  # B's worker was not named, so it was not stopped either
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        _kill({p[0] for p in _in_sessions(set(workers))} | {p for s in secs for p in _sleeps(s)})
         store.close()
