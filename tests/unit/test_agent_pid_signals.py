@@ -162,3 +162,19 @@ def test_the_guardian_is_not_started_outside_the_workers_own_session() -> None:
     """Its end SIGKILLs the session it was started in: never one the worker does not lead (pytest's here)."""
     assert os.getsid(0) != os.getpid()
     assert reaper.start_guardian() is None
+
+
+def test_a_pid_file_that_is_no_regular_file_or_a_start_file_that_is_a_link_is_named(tmp_path: Path) -> None:
+    """A FIFO is refused, not waited on (``O_NONBLOCK``); a ``pid.start`` link is never read either."""
+    d = run_dir(tmp_path / "orch", "odd")
+    d.mkdir(parents=True)
+    (d / "events.jsonl").write_text('{"v":1,"seq":0,"type":"hello","ts":1}\n')
+    os.mkfifo(d / "pid")
+    rd = RunDir(str(d))
+    assert rd.pid() is None and rd.pid_trouble() == f"the worker's pid file {d / 'pid'} is not a regular file"
+    assert rd.status()["state"] == "unknown_worker"
+    (d / "pid").unlink()
+    (d / "pid").write_text(f"{os.getpid()}\n")
+    (d / "pid.start").symlink_to(tmp_path / "elsewhere")
+    assert rd.pid_trouble() == f"the worker's start-time file {d / 'pid.start'} is a symbolic link"
+    assert rd.status()["state"] == "unknown_worker"
