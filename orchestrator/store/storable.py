@@ -5,7 +5,9 @@ An agent line is JSON that Python reads fine, but some of its values cannot be s
 - U+0000 (NUL) in a string: PostgreSQL ``text``, ``json`` and ``jsonb`` cannot hold it ("unsupported Unicode escape
   sequence", PostgreSQL docs §8.14 "JSON Types"); SQLite takes it. It is stored as U+2400 SYMBOL FOR NULL (``␀``).
 - a lone UTF-16 surrogate (``"\\ud800"`` in the JSON text, valid JSON but not a Unicode scalar value): no UTF-8
-  encoder writes it (orjson and psycopg refuse it on both engines). Stored as U+FFFD REPLACEMENT CHARACTER.
+  encoder writes it (orjson and psycopg refuse it on both engines). Stored as U+FFFD REPLACEMENT CHARACTER — for
+  values that reach the store by other paths: an agent line holding one is refused whole before it gets here
+  (``ingest.SpoolLines``, ``protocol.unholdable_problem``: one error row), as are numbers past a double's range.
 - an integer below -2**63 or above 2**64 - 1: orjson refuses it (SQLite's JSON column). Stored as its decimal
   text. Up to 2**64 - 1 (unsigned 64-bit) orjson writes it, so a line holding one is "plain" (``_plain``,
   ``protocol.parse_line``) and its JSON keeps the number on both engines — ``_walk`` keeps it too, so a value is
