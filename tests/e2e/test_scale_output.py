@@ -42,15 +42,30 @@ def _fleet(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, Path, dict[str, str
     return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path), bare, addrs, sshd.port, fp
 
 
+def _without_disk_warning(text: str) -> str:
+    """Doctor's grouped output without its disk warning (``warn disk on N hosts`` and its detail lines): under
+    20 GB free the bed's hosts, which share this machine's disk, all warn — a reading of the machine the test runs
+    on, not of orch (the disk check has its own tests). A full CI machine failed this test that way."""
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.startswith("warn disk on "):
+            skipping = True
+        elif not (skipping and line.startswith("    ")):
+            skipping = False
+            out.append(line)
+    return "".join(out)
+
+
 def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_path: Path) -> None:
     orch, bare, addrs, port, fp = _fleet(sshd_bed, tmp_path)
     res = orch("doctor", "--timeout", "30", timeout=600)
     assert res.returncode == 1, res.stderr
+    shown = _without_disk_warning(res.stdout)
     py = bare / "bin" / "python"
     ver = sys.version.split()[0]
     import torch
 
-    assert res.stdout == (
+    assert shown == (
         "orch doctor: 50 hosts, 5 passed, 45 failed\n"
         "FAIL python on 20 hosts: login,n[06-20],rack[1-2]-gpu[1-2]\n"
         f"    Python {ver} at {py}: No module named 'torch'\n"
@@ -77,7 +92,7 @@ def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_
         f"connection refused on port {port} (nothing listening: sshd down, or wrong port))\n"
     )
     assert "{" not in res.stdout  # no unfilled placeholder reaches a person
-    assert len(res.stdout.splitlines()) == 19  # the per-host table (50 rows and a note per failure) is not there
+    assert len(shown.splitlines()) == 19  # the per-host table (50 rows and a note per failure) is not there
 
     # --json: every host, every check, each message with the host's own address and port (nothing grouped)
     doc = orch.json("doctor", "--timeout", "30", expect_rc=1, timeout=600)
