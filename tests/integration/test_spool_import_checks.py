@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -196,17 +197,25 @@ def test_a_spool_that_conflicts_with_the_stored_run_is_refused(
     assert store.last_seq(RUN_ID, "l1") == 7 and store.get_run(RUN_ID).status == "completed"
 
 
-def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str, suite_dir: Path) -> None:
+def import_cli(tmp_path: Path, db_url: str, suite_dir: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``orch runs import ARGS --host l1`` through the real CLI into ``db_url`` (a PostgreSQL database is migrated
+    first: the test plugin hands out an empty one)."""
+    if db_url.startswith("postgresql"):
+        s = Store.from_url(db_url)
+        s.upgrade()
+        s.close()
+
     def orch(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "orchestrator", "--db", db_url, "--inventory",
                                str(tmp_path / "none.yaml"), "runs", "import", *args, "--host", "l1",
                                "--suite-dir", str(suite_dir)],
                               capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
 
-    if db_url.startswith("postgresql"):
-        s = Store.from_url(db_url)
-        s.upgrade()
-        s.close()
+    return orch
+
+
+def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str, suite_dir: Path) -> None:
+    orch = import_cli(tmp_path, db_url, suite_dir)
     lines = echo_lines()
     lines[2] = _result(2, 0, metrics={"wall_ms": {"value": 1.0, "unit": "ms", "median": "fast"}})
     bad = orch(str(_write(tmp_path / "events.jsonl", lines)))

@@ -6,14 +6,12 @@ result line holds a number no store can hold (an integer of 401 or 5,000 digits,
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from orchestrator.store.repo import Store
-from tests.integration.test_spool_import_checks import RUN_ID, _result, _write, echo_lines, suite_dir
+from tests.integration.test_spool_import_checks import RUN_ID, _result, _write, echo_lines, import_cli, suite_dir
 
 __all__ = ["suite_dir"]  # the fixture, used by name
 
@@ -44,16 +42,7 @@ def _with_value(value_text: str, *, field: str = "value") -> bytes:
 def test_an_unholdable_line_is_one_error_row_through_the_cli(
     tmp_path: Path, db_url: str, suite_dir: Path, line4: bytes, says: str
 ) -> None:
-    def orch(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "orchestrator", "--db", db_url, "--inventory",
-                               str(tmp_path / "none.yaml"), "runs", "import", *args, "--host", "l1",
-                               "--suite-dir", str(suite_dir)],
-                              capture_output=True, text=True, timeout=120, cwd=tmp_path)  # fmt: skip
-
-    if db_url.startswith("postgresql"):
-        s = Store.from_url(db_url)
-        s.upgrade()
-        s.close()
+    orch = import_cli(tmp_path, db_url, suite_dir)
     lines = echo_lines()
     lines[4] = line4
     spool = _write(tmp_path / "events.jsonl", lines)
