@@ -230,14 +230,17 @@ class CancelVerdict:
     error: str | None
 
 
-def cancel_verdict(stored_status: str | None, failure: str | None) -> CancelVerdict:
+def cancel_verdict(stored_status: str | None, failure: str | None, run_id: str) -> CancelVerdict:
     """``stored_status``: the host run's status before the cancel (None: no host run stored); ``failure``: the
     error of the host's ``agent cancel``, None when it worked. A host run that already ended (completed,
-    partial, failed) keeps its verdict; any other is stored ``cancelled``, naming a failed remote stop."""
+    partial, failed) keeps its verdict; any other is stored ``cancelled``, naming a failed remote stop as not
+    confirmed (:func:`interrupted_host_error`), so that ``orch cancel RUN_ID`` may send it again
+    (:func:`cancel_refusal`): stored as plain "cancel failed", a second cancel was refused as "already finished"
+    while that host's worker ran on."""
     ended = stored_status in HOST_ENDED_STATUSES
     if failure is None:
         return CancelVerdict(not ended, None, "cancelled", None)
-    return CancelVerdict(not ended, f"cancel failed: {failure}", "failed", failure)
+    return CancelVerdict(not ended, interrupted_host_error(run_id, failure), "failed", failure)
 
 
 def interrupt_action(count: int) -> InterruptAction:

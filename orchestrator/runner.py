@@ -1156,9 +1156,14 @@ async def cancel_run(
             continue
         rec = detail.host_run(o.host.name)
         failure = None if o.ok else (o.error.message if o.error else "?")
-        v = cancel_verdict(rec.status if rec is not None else None, failure)
+        v = cancel_verdict(rec.status if rec is not None else None, failure, detail.id)
         if v.store:
-            store.finish_host_run(detail.id, o.host.name, "cancelled", v.stored_error)
+            if failure is None and rec is not None and stop_unconfirmed([rec.error]):
+                # this cancel stopped a host an earlier one could not: that note becomes history (earlier_errors)
+                store.reopen_host_run(detail.id, o.host.name)
+                store.finish_host_run(detail.id, o.host.name, "cancelled", CANCELLED_BY_USER)
+            else:
+                store.finish_host_run(detail.id, o.host.name, "cancelled", v.stored_error)
         res.append(HostOutcome(o.host.name, v.status, error=v.error))
     final = store.get_run(detail.id)
     status = run_status(final.host_runs) if collected else "cancelled"

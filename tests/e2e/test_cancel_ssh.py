@@ -146,3 +146,55 @@ def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
             proc.communicate()
         _kill({p[0] for p in _in_sessions(set(workers.values()))} | set(_sleeps(secs)))
         store.close()
+
+
+def test_a_stop_that_failed_is_sent_again_by_a_second_cancel(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    """A tester: with orch killed and gpu-b's sshd down, ``orch cancel`` exits 1 (right) but stored the run
+    cancelled with a plain "cancel failed" on gpu-b, so once gpu-b was back a second ``orch cancel`` was refused
+    ("already finished", exit 2) and gpu-b's worker ran on. Now the failed stop is noted as not confirmed: the
+    second cancel stops gpu-b, whose error is then "cancelled by the user" with the failed stop as history."""
+    a, b = sshd_bed.add(HOSTS[0]), sshd_bed.add(HOSTS[1])
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a], "b300": [b]}))
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "sleeper.yaml").write_text(SUITE)
+    secs = f"{1300 + random.random() * 100:.4f}"
+    store = Store.from_url(orch.db_url)
+    proc = orch.popen("run", "cancel-sleeper", "--hosts", "ct200,b300", "--suite-dir", str(suites),
+                      "--set", f"secs={secs}", "--timeout", str(scaled(30)), "--json")  # fmt: skip
+    workers: dict[str, int] = {}
+    try:
+        wait_for(lambda: len(_sleeps(secs)) >= 4 or proc.poll() is not None, timeout_s=180,
+                 what="the benchmark command's two sleeps on each host")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        run_id = wait_for(lambda: latest_run(store), timeout_s=60, what="the stored run")
+        for h in (a, b):
+            pid_file = h.home / ".orch" / "runs" / run_id / h.name / "pid"
+            workers[h.name] = int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
+                                           what=f"{h.name}'s worker pid"))  # fmt: skip
+        proc.kill()
+        proc.communicate()
+        b.stop()  # gpu-b cannot be reached: its stop fails
+        first = orch("cancel", run_id, "--json", "--timeout", str(scaled(10)), timeout=scaled(240))
+        assert first.returncode == 1, first.stderr[-3000:]
+        assert _in_sessions({workers["gpu-b"]}), "gpu-b's worker should still run"
+        held = store.get_run(run_id).host_run("gpu-b")
+        assert held is not None and held.error is not None and "the remote stop was not confirmed" in held.error
+        b.start()
+        again = orch("cancel", run_id, "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+        assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+        wait_for(lambda: not _in_sessions(set(workers.values())) and not _sleeps(secs), timeout_s=60,
+                 what="no process of the run left on either host")  # fmt: skip
+        rec = store.get_run(run_id).host_run("gpu-b")
+        assert rec is not None and (rec.status, rec.error) == ("cancelled", "cancelled by the user"), rec
+        assert "the remote stop was not confirmed" in rec.earlier_errors[0]["error"], rec.earlier_errors
+        third = orch("cancel", run_id)
+        assert third.returncode == 2 and "already finished (cancelled)" in third.stderr, third.stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        _kill({p[0] for p in _in_sessions(set(workers.values()))} | set(_sleeps(secs)))
+        store.close()

@@ -253,18 +253,23 @@ def test_the_remote_stop_goes_only_where_the_agent_was_started() -> None:
 
 @pytest.mark.parametrize("stored", [None, "running", "pending", "cancelled"])
 def test_a_host_still_running_is_stored_cancelled(stored: str | None) -> None:
-    assert cancel_verdict(stored, None) == CancelVerdict(store=True, stored_error=None, status="cancelled", error=None)
-    assert cancel_verdict(stored, "gpu-a: connection refused") == CancelVerdict(
-        store=True, stored_error="cancel failed: gpu-a: connection refused", status="failed",
+    assert cancel_verdict(stored, None, RUN) == CancelVerdict(store=True, stored_error=None, status="cancelled",
+                                                              error=None)  # fmt: skip
+    v = cancel_verdict(stored, "gpu-a: connection refused", RUN)
+    assert v == CancelVerdict(
+        store=True, stored_error=interrupted_host_error(RUN, "gpu-a: connection refused"), status="failed",
         error="gpu-a: connection refused",
     )  # fmt: skip
+    # a stop that failed is noted as not confirmed: orch cancel may send it again (it was refused as finished)
+    assert stop_unconfirmed([v.stored_error]) and cancel_refusal(RUN, "cancelled", unconfirmed=True) is None
 
 
 @pytest.mark.parametrize("stored", ["completed", "partial", "failed"])
 def test_a_host_that_already_ended_keeps_its_verdict(stored: str) -> None:
-    assert cancel_verdict(stored, None) == CancelVerdict(store=False, stored_error=None, status="cancelled", error=None)
-    assert cancel_verdict(stored, "boom") == CancelVerdict(
-        store=False, stored_error="cancel failed: boom", status="failed", error="boom"
+    assert cancel_verdict(stored, None, RUN) == CancelVerdict(store=False, stored_error=None, status="cancelled",
+                                                              error=None)  # fmt: skip
+    assert cancel_verdict(stored, "boom", RUN) == CancelVerdict(
+        store=False, stored_error=interrupted_host_error(RUN, "boom"), status="failed", error="boom"
     )
 
 
