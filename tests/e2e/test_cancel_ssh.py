@@ -15,6 +15,7 @@ import random
 import signal
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,10 +71,9 @@ def _kill(pids: set[int]) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.parametrize("first_orch", ["running", "killed"])
-def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
-    sshd_bed: SshdBed, tmp_path: Path, first_orch: str
-) -> None:
+def _start(sshd_bed: SshdBed, tmp_path: Path, secs: str) -> tuple[Orch, Store, subprocess.Popen[str], list[Any]]:
+    """gpu-a (group ct200) and gpu-b (b300) on real sshd, and ``orch run cancel-sleeper`` over both with ``secs``:
+    (orch, the store, the running orch, the two hosts)."""
     a, b = sshd_bed.add(HOSTS[0]), sshd_bed.add(HOSTS[1])
     inv = tmp_path / "inventory.yaml"
     inv.write_text(sshd_bed.inventory_yaml({"ct200": [a], "b300": [b]}))
@@ -81,22 +81,37 @@ def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
     suites = tmp_path / "suites"
     suites.mkdir()
     (suites / "sleeper.yaml").write_text(SUITE)
-    secs = f"{1200 + random.random() * 100:.4f}"  # long enough never to end by itself during the test
     store = Store.from_url(orch.db_url)
-    homes = {h.name: h.home for h in (a, b)}
     proc = orch.popen("run", "cancel-sleeper", "--hosts", "ct200,b300", "--suite-dir", str(suites),
                       "--set", f"secs={secs}", "--timeout", str(scaled(30)), "--json")  # fmt: skip
+    return orch, store, proc, [a, b]
+
+
+def _started(store: Store, proc: subprocess.Popen[str], secs: str, hosts: list[Any]) -> tuple[str, dict[str, int]]:
+    """Once both hosts' commands run (two sleeps each: the background child and the one waited on): the run's
+    id and each host's worker pid."""
+    wait_for(lambda: len(_sleeps(secs)) >= 4 or proc.poll() is not None, timeout_s=180,
+             what="the benchmark command's two sleeps on each host")  # fmt: skip
+    assert proc.poll() is None, proc.communicate()[1][-3000:]
+    run_id = wait_for(lambda: latest_run(store), timeout_s=60, what="the stored run")
+    workers = {}
+    for h in hosts:
+        pid_file = h.home / ".orch" / "runs" / run_id / h.name / "pid"
+        workers[h.name] = int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
+                                       what=f"{h.name}'s worker pid"))  # fmt: skip
+    return run_id, workers
+
+
+@pytest.mark.parametrize("first_orch", ["running", "killed"])
+def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
+    sshd_bed: SshdBed, tmp_path: Path, first_orch: str
+) -> None:
+    secs = f"{1200 + random.random() * 100:.4f}"  # long enough never to end by itself during the test
+    orch, store, proc, hosts = _start(sshd_bed, tmp_path, secs)
+    homes = {h.name: h.home for h in hosts}
     workers: dict[str, int] = {}
     try:
-        # both hosts' commands started: two sleeps each (the background child and the one waited on)
-        wait_for(lambda: len(_sleeps(secs)) >= 4 or proc.poll() is not None, timeout_s=180,
-                 what="the benchmark command's two sleeps on each host")  # fmt: skip
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        run_id = wait_for(lambda: latest_run(store), timeout_s=60, what="the stored run")
-        for name in HOSTS:
-            pid_file = homes[name] / ".orch" / "runs" / run_id / name / "pid"
-            workers[name] = int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
-                                         what=f"{name}'s worker pid"))  # fmt: skip
+        run_id, workers = _started(store, proc, secs, hosts)
         sessions = set(workers.values())
         before = _in_sessions(sessions)
         # the worker leads its own session and process group; the benchmark's sleeps are in that session
@@ -153,27 +168,12 @@ def test_a_stop_that_failed_is_sent_again_by_a_second_cancel(sshd_bed: SshdBed, 
     cancelled with a plain "cancel failed" on gpu-b, so once gpu-b was back a second ``orch cancel`` was refused
     ("already finished", exit 2) and gpu-b's worker ran on. Now the failed stop is noted as not confirmed: the
     second cancel stops gpu-b, whose error is then "cancelled by the user" with the failed stop as history."""
-    a, b = sshd_bed.add(HOSTS[0]), sshd_bed.add(HOSTS[1])
-    inv = tmp_path / "inventory.yaml"
-    inv.write_text(sshd_bed.inventory_yaml({"ct200": [a], "b300": [b]}))
-    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
-    suites = tmp_path / "suites"
-    suites.mkdir()
-    (suites / "sleeper.yaml").write_text(SUITE)
     secs = f"{1300 + random.random() * 100:.4f}"
-    store = Store.from_url(orch.db_url)
-    proc = orch.popen("run", "cancel-sleeper", "--hosts", "ct200,b300", "--suite-dir", str(suites),
-                      "--set", f"secs={secs}", "--timeout", str(scaled(30)), "--json")  # fmt: skip
+    orch, store, proc, hosts = _start(sshd_bed, tmp_path, secs)
+    b = hosts[1]
     workers: dict[str, int] = {}
     try:
-        wait_for(lambda: len(_sleeps(secs)) >= 4 or proc.poll() is not None, timeout_s=180,
-                 what="the benchmark command's two sleeps on each host")  # fmt: skip
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-        run_id = wait_for(lambda: latest_run(store), timeout_s=60, what="the stored run")
-        for h in (a, b):
-            pid_file = h.home / ".orch" / "runs" / run_id / h.name / "pid"
-            workers[h.name] = int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
-                                           what=f"{h.name}'s worker pid"))  # fmt: skip
+        run_id, workers = _started(store, proc, secs, hosts)
         proc.kill()
         proc.communicate()
         b.stop()  # gpu-b cannot be reached: its stop fails
