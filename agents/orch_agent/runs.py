@@ -18,6 +18,7 @@ that run's worker, which is never this run's to stop.
 from __future__ import annotations
 
 import errno
+import functools
 import os
 import re
 import socket
@@ -212,9 +213,11 @@ PID_MAX_LIMIT = 1 << 22  # PID_MAX_LIMIT of <linux/threads.h> on 64-bit: the mos
 PID_FILE_MAX_BYTES = 64  # a pid file holds one decimal pid (and pid.start a pid and a tick count): never more
 
 
+@functools.cache
 def pid_max() -> int:
     """The kernel's ``/proc/sys/kernel/pid_max``: one more than the largest pid it hands out (``proc(5)``); where it
-    cannot be read, :data:`PID_MAX_LIMIT`."""
+    cannot be read, :data:`PID_MAX_LIMIT`. Read once per process: :func:`valid_pid` guards every liveness probe
+    (the follower makes them at each poll), and the file did cost an open and a read each time."""
     try:
         with open("/proc/sys/kernel/pid_max", "rb") as f:
             return int(f.read().strip())
