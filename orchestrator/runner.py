@@ -416,12 +416,17 @@ class _HostRun:
                 if exc.kind != "closed" or attempt >= GATHER_RETRIES:
                     raise
                 await self.drop()
-                delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
                 attempt += 1
-                self.reconnects += 1
-                self.first_drop = self.first_drop or exc.message
-                obs.host_state(name, "reconnecting", f"{exc.message}; retry {attempt} in {delay:.1f} s")
-                await asyncio.sleep(delay)
+                await self._pause_before_retry(attempt, exc)
+
+    async def _pause_before_retry(self, attempt: int, err: OrchError) -> None:
+        """Note a dropped connection (``reconnects``; ``first_drop``: history, never the host's error), say so,
+        and wait the jittered backoff of retry ``attempt`` (from 1) before the caller connects again."""
+        delay = RECONNECT_BACKOFF_S[attempt - 1] * random.uniform(0.8, 1.2)
+        self.reconnects += 1
+        self.first_drop = self.first_drop or err.message
+        self.r.observer.host_state(self.host.name, "reconnecting", f"{err.message}; retry {attempt} in {delay:.1f} s")
+        await asyncio.sleep(delay)
 
     def _home_opts(self) -> list[str]:
         return ["--orch-home", self.host.orch_home] if self.host.orch_home else []
@@ -561,12 +566,8 @@ class _HostRun:
             if attempt >= len(RECONNECT_BACKOFF_S):
                 raise lost_connection_error(err.message, host=name, start_answered=self.start_answered,
                                             run_id=self.r.run_id)  # fmt: skip
-            delay = RECONNECT_BACKOFF_S[attempt] * random.uniform(0.8, 1.2)
             attempt += 1
-            self.reconnects += 1
-            self.first_drop = self.first_drop or err.message
-            self.r.observer.host_state(name, "reconnecting", f"{err.message}; retry {attempt} in {delay:.1f} s")
-            await asyncio.sleep(delay)
+            await self._pause_before_retry(attempt, err)
             next_seq = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
 
     async def _stop_follower(self, t: Transport, pid: int) -> None:
