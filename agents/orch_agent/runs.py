@@ -149,8 +149,10 @@ class RunDir:
 
     def pid_trouble(self) -> str | None:
         """Why the worker's pid file does not name the worker (None when it does, or when it names a process that
-        is gone: a dead worker is a reading, not a trouble): ``pid`` missing, a symbolic link (never followed:
-        a link could name another run's worker), not a regular file, unreadable, empty or not a pid
+        is gone, or a recycled pid, and no live worker of this run works here: a dead worker is a reading, not a
+        trouble): ``pid`` names no live worker while one of this run works in this directory (:func:`workers_in`:
+        the pid file was overwritten; never called dead, nothing written); ``pid`` missing, a symbolic link (never
+        followed: a link could name another run's worker), not a regular file, unreadable, empty or not a pid
         (:func:`parse_pid`); ``pid.start`` a symbolic link; ``pid.start`` missing or for another pid while ``pid``
         names a live process this run dir does not recognise (without it a recycled pid cannot be told from the
         worker); or ``pid`` and ``pid.start`` naming a live process that started then but is not this run's
@@ -168,8 +170,10 @@ class RunDir:
         if os.path.islink(self.pid_start_path):
             return f"the worker's start-time file {self.pid_start_path} is a symbolic link"
         pid, start = self._pid_file()
-        if pid is None or not pid_alive(pid) or is_worker(pid, self.path, start):
+        if pid is None or is_worker(pid, self.path, start):
             return None
+        if not pid_alive(pid):
+            return self._unnamed_worker(pid, "a process that is gone")
         if start is None:
             return (f"the worker's start-time file {self.pid_start_path} is missing or names another pid, and pid "
                     f"{pid} is a live process that is not recognisably this run's worker")  # fmt: skip
@@ -177,7 +181,22 @@ class RunDir:
             return (f"the worker's pid file {self.pid_path} names pid {pid}, a live process started when "
                     f"{self.pid_start_path} says, but it is not this run's worker (its working directory is not "
                     f"{self.path}): another run's worker")  # fmt: skip
-        return None
+        return self._unnamed_worker(pid, "a recycled pid (a live process that is not this run's worker)")
+
+    def _unnamed_worker(self, pid: int, what: str) -> str | None:
+        """The trouble when the pid file names no live worker (``pid``, ``what`` it is) while a live agent worker
+        of this run works in this directory (:func:`workers_in`): the pid file was overwritten (a copy of another
+        run's files, a stale pid), and the run is not dead. None when there is none: the worker is dead. Only
+        asked once the pid file's process is not the worker, so a healthy poll never scans /proc."""
+        live = workers_in(self.path, self.run_id)
+        if not live:
+            return None
+        w = live[0]
+        others = f" (and pid {', '.join(map(str, live[1:]))})" if live[1:] else ""
+        return (f"the worker's pid file {self.pid_path} names pid {pid}, {what}, but pid {w}{others} is a live agent "
+                f"worker of run {self.run_id} working in {self.path}: the pid file does not name it (overwritten or "
+                f"copied from another run); stop it on the host with `kill -TERM -- -{w}` (its process group), or "
+                f"let it finish")  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """``{"run_id", "host", "state": running|finished|dead|unknown|unknown_worker, "pid", "lines", "done"}``
@@ -346,6 +365,44 @@ def is_worker(pid: int, run_dir: str, start: int | None = None) -> bool:
         return not _kernel_thread(pid)
     argv = raw.split(b"\0")
     return b"_worker" in argv and os.fsencode(run_dir) in argv
+
+
+WORKER_COMMANDS = (b"start", b"_worker", b"slurm-task")  # the agent commands whose process becomes a run's worker
+
+
+def workers_in(run_dir: str, run_id: str) -> list[int]:
+    """The pids (ascending) of the live agent workers of run ``run_id`` working in ``run_dir``, found by a scan of
+    /proc (one read of ``/proc/PID/stat`` per process, a stat of ``/proc/PID/cwd`` for session leaders only).
+
+    A worker is a session leader (``start`` forks it after ``setsid``; ``slurm-task`` makes it one before it execs
+    ``_worker RUN_DIR`` or forks it), so the guardian (:mod:`.reaper`, a fork of the worker in its session and its
+    own group), the worker's commands and a multi-GPU bench's ranks are not taken for one. Its working directory
+    is ``run_dir`` (same device and inode, as :func:`works_in`), and its command line is an agent command that
+    becomes a worker (:data:`WORKER_COMMANDS`); with ``--run-id ID`` (as orch's ``start`` passes it) ``ID`` must
+    be ``run_id``. Zombies and this process are left out."""
+    try:
+        here = os.stat(run_dir)
+    except OSError:
+        return []
+    me = os.getpid()
+    found = []
+    for pid, state, _pgid, sid in _proc_stats():
+        if sid != pid or pid == me or state == "Z":
+            continue
+        try:
+            cwd = os.stat(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if (cwd.st_dev, cwd.st_ino) != (here.st_dev, here.st_ino) or not any(c in argv for c in WORKER_COMMANDS):
+            continue
+        if b"--run-id" in argv:
+            i = argv.index(b"--run-id")
+            if argv[i + 1 : i + 2] != [os.fsencode(run_id)]:
+                continue
+        found.append(pid)
+    return sorted(found)
 
 
 def works_in(pid: int, directory: str) -> bool:

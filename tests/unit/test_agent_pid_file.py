@@ -6,14 +6,17 @@ read as "no such run" (which orch took for "spool gone")."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from agents.orch_agent.runs import RunDir
+from agents.orch_agent.cli import main
+from agents.orch_agent.runs import RunDir, workers_in
 
 
 def _run_dir(tmp_path: Path, *, spool: bool = True) -> RunDir:
@@ -82,3 +85,92 @@ def test_a_readable_pid_file_is_no_trouble(tmp_path: Path, stranger: int) -> Non
 def test_no_pid_and_no_spool_is_a_start_that_died_before_launching(tmp_path: Path) -> None:
     rd = _run_dir(tmp_path, spool=False)
     assert rd.status()["state"] == "unknown"  # start launches it now, as before
+
+
+def _agent_like(cwd: Path, *argv: str, session: bool = True) -> subprocess.Popen[bytes]:
+    """A live process working in ``cwd`` whose command line ends with ``argv`` (as an agent command's does), a
+    session leader (as every worker is) unless ``session`` is False."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)", *argv], cwd=cwd,
+                            start_new_session=session)  # fmt: skip
+
+
+@pytest.fixture
+def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        yield started
+    finally:
+        for proc in started:
+            proc.kill()
+            proc.wait()
+
+
+def _wait_cmdline(proc: subprocess.Popen[bytes], word: str) -> None:
+    """Until the process's command line is laid out (Popen returns before the exec has finished)."""
+    for _ in range(6000):
+        with open(f"/proc/{proc.pid}/cmdline", "rb") as f:
+            if word.encode() in f.read().split(b"\0"):
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"pid {proc.pid} never showed {word!r} in its command line")
+
+
+def test_a_live_worker_is_never_called_dead_when_the_pid_files_name_a_gone_one(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pid`` and ``pid.start`` overwritten with a copy of another run's files whose worker is gone, while this
+    run's worker works on in the run directory: not ``dead``; ``agent cancel`` writes no ``done``, exit 3, naming the
+    live pid."""
+    rd = _run_dir(tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    Path(rd.pid_path).write_text(f"{gone.pid}\n")
+    Path(rd.pid_start_path).write_text(f"{gone.pid} 12345\n")
+    assert rd.pid_trouble() is None and rd.status()["state"] == "dead"  # no worker here yet: dead is right
+    live = _agent_like(Path(rd.path), "start", "--spec", "-", "--run-id", "r1", "--host", "gpu-a")
+    procs.append(live)
+    _wait_cmdline(live, "--run-id")
+    trouble = rd.pid_trouble()
+    assert trouble is not None and trouble.startswith(
+        f"the worker's pid file {rd.pid_path} names pid {gone.pid}, a process that is gone, but pid {live.pid} is a "
+        f"live agent worker of run r1 working in {rd.path}"
+    ), trouble
+    assert f"kill -TERM -- -{live.pid}" in trouble
+    st = rd.status()
+    assert (st["state"], st["pid_trouble"]) == ("unknown_worker", trouble), st
+
+    before = Path(rd.spool).read_bytes()
+    code = main(["cancel", "r1", "--orch-home", str(tmp_path), "--host", "gpu-a"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["code"]) == (3, "pid_unreadable"), doc
+    assert f"but pid {live.pid} is a live agent worker" in doc["error"] and "no done line written" in doc["error"]
+    assert Path(rd.spool).read_bytes() == before and not os.path.exists(rd.cancel_path)
+    assert live.poll() is None  # nothing was signalled
+
+
+def test_only_a_session_leader_of_this_run_working_here_counts_as_a_live_worker(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]]
+) -> None:
+    """Another run's worker command (``--run-id`` another run), a process of the worker's session that leads
+    none (the guardian, a command, a bench's rank) and a session leader working elsewhere are not this run's live
+    worker: with only those, a gone pid is still ``dead``."""
+    rd = _run_dir(tmp_path)
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    Path(rd.pid_path).write_text(f"{gone.pid}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    procs += [
+        _agent_like(Path(rd.path), "start", "--run-id", "r2"),
+        _agent_like(Path(rd.path), "start", "--run-id", "r1", session=False),
+        _agent_like(elsewhere, "start", "--run-id", "r1"),
+        _agent_like(Path(rd.path), "sleep"),
+    ]
+    for proc, word in zip(procs, ("r2", "r1", "r1", "sleep"), strict=True):
+        _wait_cmdline(proc, word)
+    assert workers_in(rd.path, "r1") == []
+    assert rd.pid_trouble() is None and rd.status()["state"] == "dead"
+    procs.append(_agent_like(Path(rd.path), "_worker", rd.path))  # the form slurm-task execs
+    _wait_cmdline(procs[-1], "_worker")
+    assert workers_in(rd.path, "r1") == [procs[-1].pid]
+    assert rd.status()["state"] == "unknown_worker"
