@@ -7,6 +7,10 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -90,12 +94,23 @@ timeout_s: 1800
 """
 
 
-def test_cancel_of_a_run_whose_pid_files_link_to_another_runs_leaves_that_run_alone(
-    one_host: tuple[Orch, SshdHost], tmp_path: Path
-) -> None:
-    """Two runs on one host; B's ``pid`` and ``pid.start`` replaced by links to A's: ``orch cancel B`` SIGTERMed
-    A's worker (A ended partial) and said "cancelled", exit 0, while B's ran on. Now the agent does not follow the
-    links: B's pid file is named, the stop failed there (exit 1), and A runs on untouched."""
+@dataclass
+class _TwoRuns:
+    """Two runs of pid-sleeper on one host, A then B, each with its own sleep length (so ``ps`` tells them apart):
+    the running ``orch run`` processes, the run ids, the workers' pids and the sleep lengths, in that order."""
+
+    procs: list[subprocess.Popen[str]] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    workers: list[int] = field(default_factory=list)
+    secs: list[str] = field(default_factory=list)
+
+    def dirs(self, host: SshdHost) -> list[Path]:
+        return [host.home / ".orch" / "runs" / r / host.name for r in self.runs]
+
+
+@pytest.fixture
+def two_runs(one_host: tuple[Orch, SshdHost], tmp_path: Path) -> Iterator[tuple[Orch, SshdHost, Store, _TwoRuns]]:
+    """A and B started on the one host and their workers seen; everything they started is killed at the end."""
     from tests.e2e.test_cancel_ssh import _in_sessions, _kill, _sleeps
 
     orch, host = one_host
@@ -103,41 +118,91 @@ def test_cancel_of_a_run_whose_pid_files_link_to_another_runs_leaves_that_run_al
     suites.mkdir()
     (suites / "pid-sleeper.yaml").write_text(SLEEPER)
     store = Store.from_url(orch.db_url)
-    procs, runs, workers, secs = [], [], [], []
+    two = _TwoRuns()
     try:
-        for _ in range(2):  # A, then B: each run's sleep has its own length, so ps tells them apart
+        for _ in range(2):
             s = f"{1200 + random.random() * 100:.4f}"
-            secs.append(s)
-            procs.append(orch.popen("run", "pid-sleeper", "--hosts", "ct200", "--suite-dir", str(suites),
-                                    "--set", f"secs={s}", "--timeout", str(scaled(30)), "--json"))  # fmt: skip
-            wait_for(lambda s=s: _sleeps(s) or procs[-1].poll() is not None, timeout_s=180, what=f"sleep {s}")
-            assert procs[-1].poll() is None, procs[-1].communicate()[1][-3000:]
-            runs.append(wait_for(lambda: (r := latest_run(store)) not in runs and r, timeout_s=60, what="the run"))
-            pid_file = host.home / ".orch" / "runs" / runs[-1] / host.name / "pid"
-            workers.append(int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
-                                        what="the worker's pid")))  # fmt: skip
-        a_dir, b_dir = (host.home / ".orch" / "runs" / r / host.name for r in runs)
-        for name in ("pid", "pid.start"):
-            (b_dir / name).unlink()
-            (b_dir / name).symlink_to(a_dir / name)
-
-        res = orch("cancel", runs[1], "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
-        assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
-        [h] = json.loads(res.stdout)["hosts"]
-        assert h["status"] == "failed", h
-        assert f"the worker's pid file {b_dir / 'pid'} is a symbolic link: the worker's state is unknown" in h["error"]
-        # A's worker and its command are untouched, its spool has no done, its run is still running
-        a_session = _in_sessions({workers[0]})
-        assert any(p[0] == workers[0] for p in a_session) and _sleeps(secs[0]), a_session
-        assert not (a_dir / "cancel").exists()
-        assert '"done"' not in (a_dir / "events.jsonl").read_text()
-        assert store.get_run(runs[0]).status == "running"
-        assert procs[0].poll() is None
-        assert _sleeps(secs[1])  # B's worker was not named, so it was not stopped either
+            two.secs.append(s)
+            two.procs.append(orch.popen("run", "pid-sleeper", "--hosts", "ct200", "--suite-dir", str(suites),
+                                        "--set", f"secs={s}", "--timeout", str(scaled(30)), "--json"))  # fmt: skip
+            proc = two.procs[-1]
+            wait_for(lambda s=s, p=proc: _sleeps(s) or p.poll() is not None, timeout_s=180, what=f"sleep {s}")
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            two.runs.append(wait_for(lambda: (r := latest_run(store)) not in two.runs and r, timeout_s=60,
+                                     what="the run"))  # fmt: skip
+            pid_file = host.home / ".orch" / "runs" / two.runs[-1] / host.name / "pid"
+            two.workers.append(int(wait_for(lambda p=pid_file: p.is_file() and p.read_text().strip(), timeout_s=60,
+                                            what="the worker's pid")))  # fmt: skip
+        yield orch, host, store, two
     finally:
-        for proc in procs:
+        for proc in two.procs:
             if proc.poll() is None:
                 proc.kill()
                 proc.communicate()
-        _kill({p[0] for p in _in_sessions(set(workers))} | {p for s in secs for p in _sleeps(s)})
+        _kill({p[0] for p in _in_sessions(set(two.workers))} | {p for s in two.secs for p in _sleeps(s)})
         store.close()
+
+
+def test_cancel_of_a_run_whose_pid_files_link_to_another_runs_leaves_that_run_alone(
+    two_runs: tuple[Orch, SshdHost, Store, _TwoRuns],
+) -> None:
+    """Two runs on one host; B's ``pid`` and ``pid.start`` replaced by links to A's: ``orch cancel B`` SIGTERMed
+    A's worker (A ended partial) and said "cancelled", exit 0, while B's ran on. Now the agent does not follow the
+    links: B's pid file is named, the stop failed there (exit 1), and A runs on untouched."""
+    from tests.e2e.test_cancel_ssh import _in_sessions, _sleeps
+
+    orch, host, store, two = two_runs
+    a_dir, b_dir = two.dirs(host)
+    for name in ("pid", "pid.start"):
+        (b_dir / name).unlink()
+        (b_dir / name).symlink_to(a_dir / name)
+
+    res = orch("cancel", two.runs[1], "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    [h] = json.loads(res.stdout)["hosts"]
+    assert h["status"] == "failed", h
+    assert f"the worker's pid file {b_dir / 'pid'} is a symbolic link: the worker's state is unknown" in h["error"]
+    # A's worker and its command are untouched, its spool has no done, its run is still running
+    a_session = _in_sessions({two.workers[0]})
+    assert any(p[0] == two.workers[0] for p in a_session) and _sleeps(two.secs[0]), a_session
+    assert not (a_dir / "cancel").exists()
+    assert '"done"' not in (a_dir / "events.jsonl").read_text()
+    assert store.get_run(two.runs[0]).status == "running"
+    assert two.procs[0].poll() is None
+    assert _sleeps(two.secs[1])  # B's worker was not named, so it was not stopped either
+
+
+def test_cancel_of_a_run_whose_pid_files_are_copies_of_a_dead_runs_names_the_live_worker(
+    two_runs: tuple[Orch, SshdHost, Store, _TwoRuns],
+) -> None:
+    """A cancelled (its worker gone), then B's ``pid`` and ``pid.start`` overwritten with copies of A's while B's
+    worker runs on (B's ``orch run`` gone, as when the machine it ran on went down: the run is still running):
+    ``agent cancel`` took B's worker for dead and wrote ``done`` into B's spool while it went on writing after it.
+    Now ``orch cancel B`` exits 1 naming B's live worker, B's spool gets no ``done``, and B's worker and command
+    run on."""
+    from tests.e2e.test_cancel_ssh import _sleeps
+
+    orch, host, store, two = two_runs
+    a_dir, b_dir = two.dirs(host)
+    res = orch("cancel", two.runs[0], "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    wait_for(lambda: not _sleeps(two.secs[0]) and not Path(f"/proc/{two.workers[0]}").exists(), timeout_s=120,
+             what="A's worker and command gone")  # fmt: skip
+    two.procs[1].kill()  # B's orch run: its follower would end on the changed pid file and store B as failed
+    two.procs[1].communicate()
+    assert store.get_run(two.runs[1]).status == "running"
+    for name in ("pid", "pid.start"):
+        shutil.copyfile(a_dir / name, b_dir / name)
+    b_lines = (b_dir / "events.jsonl").read_text()
+
+    res = orch("cancel", two.runs[1], "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    [h] = json.loads(res.stdout)["hosts"]
+    assert h["status"] == "failed", h
+    assert (f"the worker's pid file {b_dir / 'pid'} names pid {two.workers[0]}, a process that is gone, but pid "
+            f"{two.workers[1]} is a live agent worker of run {two.runs[1]} working in {b_dir}") in h["error"], h
+    assert f"kill -TERM -- -{two.workers[1]}" in h["error"], h
+    assert '"done"' not in (b_dir / "events.jsonl").read_text()[len(b_lines):]
+    assert "written by cancel" not in (b_dir / "events.jsonl").read_text()
+    assert not (b_dir / "cancel").exists()
+    assert Path(f"/proc/{two.workers[1]}").exists() and _sleeps(two.secs[1])  # nothing was signalled
