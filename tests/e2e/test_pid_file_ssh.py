@@ -138,7 +138,7 @@ def two_runs(one_host: tuple[Orch, SshdHost], tmp_path: Path) -> Iterator[tuple[
         for proc in two.procs:
             if proc.poll() is None:
                 proc.kill()
-                proc.communicate()
+            proc.communicate()  # also for one that ended by itself: its pipes are closed here, not by the GC
         _kill({p[0] for p in _in_sessions(set(two.workers))} | {p for s in two.secs for p in _sleeps(s)})
         store.close()
 
