@@ -157,18 +157,24 @@ def parse_metric(name: str, m: Any) -> Metric:
 
 
 class Unholdable(float):
-    """A JSON number literal past the range of an IEEE 754 double (magnitude above ``sys.float_info.max``,
-    about 1.8e308: ``1e400``, an integer of 309 or more digits), read by :func:`parse_line`'s exact reader in
-    place of the number: it is +/-inf as a float and keeps the literal's ``text`` (cut to 40 characters) and its
-    ``digits`` count. :func:`unholdable_problem` refuses the line holding one; nothing stores it."""
+    """A JSON number literal outside what an IEEE 754 double holds, read by :func:`parse_line`'s exact reader in
+    place of the number: past its range (magnitude above ``sys.float_info.max``, about 1.8e308: ``1e400``, an
+    integer of 309 or more digits; +/-inf as a float), or ``below`` it (``tiny``: a non-zero literal that rounds
+    to zero, under the smallest subnormal double, about 4.9e-324: ``1e-400``, ``0.`` and 400 zeros and a 1;
+    +/-0.0 as a float). It keeps the literal's ``text`` (cut to 40 characters) and its ``digits`` count.
+    :func:`unholdable_problem` refuses the line holding one; nothing stores it (a stored 0 would be a number the
+    agent never wrote)."""
 
     text: str
     digits: int
+    tiny: bool
 
-    def __new__(cls, literal: str) -> Unholdable:
-        self = super().__new__(cls, -math.inf if literal.startswith("-") else math.inf)
+    def __new__(cls, literal: str, tiny: bool = False) -> Unholdable:
+        sign = -1.0 if literal.startswith("-") else 1.0
+        self = super().__new__(cls, sign * (0.0 if tiny else math.inf))
         self.text = literal if len(literal) <= 40 else literal[:20] + "..." + literal[-10:]
         self.digits = sum(c.isdigit() for c in literal)
+        self.tiny = tiny
         return self
 
 
@@ -184,16 +190,45 @@ def _exact_int(literal: str) -> int | Unholdable:
     return value if -_FLOAT_MAX_INT <= value <= _FLOAT_MAX_INT else Unholdable(literal)
 
 
-def _checked_float(literal: str) -> float:
-    """``parse_float`` for Python's json: ``1e400`` overflows a double to inf; it is :class:`Unholdable`."""
+_NONZERO_MANTISSA = re.compile(r"[1-9]")
+
+
+def checked_float(literal: str) -> float:
+    """``float(literal)`` that names what a double cannot hold (``parse_float`` for Python's json; the parsers
+    of engine output read their numbers with it): ``1e400`` overflows a double to inf, and ``1e-400`` underflows
+    it to 0.0 though the literal is not zero; both come back as :class:`Unholdable`. Raises ValueError when
+    ``literal`` is not a number."""
     value = float(literal)
-    return Unholdable(literal) if math.isinf(value) else value
+    if math.isinf(value):
+        return Unholdable(literal)
+    if value == 0.0 and _NONZERO_MANTISSA.search(literal.split("e")[0].split("E")[0]):
+        return Unholdable(literal, tiny=True)
+    return value
+
+
+_ZERO_FLOAT_BEFORE = frozenset(b":,[-")
+_ZERO_FLOAT_AFTER = frozenset(b",]}")
+
+
+def _maybe_tiny(packed: bytes) -> bool:
+    """Whether orjson may have read a non-zero number literal as 0.0 (``1e-400``, a double holds it only as 0):
+    ``packed`` (orjson's writing of what it read) holds a float zero, written ``0.0`` between ``:``/``,``/``[``/``-``
+    and ``,``/``]``/``}``. The line is then read again by :func:`exact_json`, which tells a zero written as zero
+    from one that was not. Looks at each ``0.0`` only (``10.05`` is passed over at its first byte) and never runs
+    a regex over the line: one ``bytes.find`` over a 2 MB line costs ~0.1 ms, a regex ~10-20 ms."""
+    i = packed.find(b"0.0")
+    while i >= 0:
+        end = i + 3
+        if (i == 0 or packed[i - 1] in _ZERO_FLOAT_BEFORE) and (end == len(packed) or packed[end] in _ZERO_FLOAT_AFTER):
+            return True
+        i = packed.find(b"0.0", i + 3)
+    return False
 
 
 def exact_json(text: str) -> Any:
     """``text`` read by Python's json, exactly: integers as ints, a number past a double's range as
     :class:`Unholdable`; raises ValueError on text that is not JSON."""
-    return json.loads(text, parse_int=_exact_int, parse_float=_checked_float)
+    return json.loads(text, parse_int=_exact_int, parse_float=checked_float)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -205,17 +240,22 @@ def unholdable_problem(value: Any, where: str = "") -> str | None:
     ``counts.results``, ``a key of case``); None when there is none. Two kinds:
 
     - a number past the range of a double (:class:`Unholdable`): no column stores it, and ``float()`` of it
-      raises (OverflowError) or makes it inf;
+      raises (OverflowError) or makes it inf; or a non-zero number below the smallest double (``1e-400``), which
+      a double holds only as 0;
     - a string or key holding a lone UTF-16 surrogate (``"\\ud800"`` in the JSON text: valid JSON, but not a
       Unicode scalar value, so no UTF-8 encoder writes it, RFC 8259 §8.2) — storing it would mean replacing it.
 
-    Walks the whole value; the ingest path calls it only for lines orjson refused (``Event.plain`` false):
-    orjson refuses both kinds, so a line it read holds neither."""
+    Walks the whole value; the ingest path calls it only for lines read by :func:`exact_json` (``Event.plain``
+    false): orjson refuses the first kind and surrogates, and :func:`parse_line` reads a line again exactly when
+    :func:`_maybe_tiny` says it may hold a number orjson rounded to 0.0."""
     if isinstance(value, str):
         return f"{where or 'the line'} holds a lone surrogate (a \\u escape of U+D800..U+DFFF), which is not text" \
             if _SURROGATE.search(value) else None  # fmt: skip
     if isinstance(value, Unholdable):
         digits = f" ({value.digits:,} digits)" if "..." in value.text else ""
+        if value.tiny:
+            return (f"{where or 'a number'} is {value.text}{digits}, not zero but below the smallest double "
+                    "(4.9e-324): it would be stored as 0, a number the agent did not write")  # fmt: skip
         return (f"{where or 'a number'} is {value.text}{digits}, past the range of a double (±1.8e308), which no "
                 "store can hold")  # fmt: skip
     if isinstance(value, dict):
@@ -295,8 +335,9 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
         # more with an exponent ("1.8446744073709552e+19"; tests/unit/test_protocol_plain.py holds orjson to
         # it): no "+" in the text, no such float, and the values are walked only when there is one.
         packed = orjson.dumps(doc)
-        if b"+" in packed and _maybe_rounded_int(doc):
-            doc = exact_json(text)  # exact; the store keeps it as its decimal text and says so
+        if (b"+" in packed and _maybe_rounded_int(doc)) or _maybe_tiny(packed):
+            doc = exact_json(text)  # exact; the store keeps a big integer as its decimal text and says so, and
+            # ingest.SpoolLines refuses a non-zero number that orjson rounded to 0.0 (unholdable_problem)
         else:  # orjson refused NaN and lone surrogates; a NUL is written "\\u0000" (no backslash, no NUL)
             plain = not (b"\\" in packed and b"\\u0000" in packed)
     if not isinstance(doc, dict):

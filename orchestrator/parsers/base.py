@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.protocol import EXACT_INT_MAX
+from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float
 
 Record = Mapping[str, Any]
 
@@ -72,7 +72,8 @@ def lookup(record: Record, path: str) -> float | None:
 def number_at(record: Record, path: str) -> float | None:
     """The number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), None when the
     path is absent or holds no number (a word, a list, a boolean). Raises :class:`UnfitNumber` when it holds a
-    number outside the module's rule: an integer past 2**53, NaN or an infinity (also as a numeric string)."""
+    number outside the module's rule: an integer past 2**53, NaN or an infinity (also as a numeric string), or a
+    non-zero number a double holds only as 0 (``1e-400``, read by :func:`~orchestrator.protocol.checked_float`)."""
     node: Any = record
     for part in path.split("."):
         if isinstance(node, Mapping) and part in node:
@@ -90,7 +91,7 @@ def number_at(record: Record, path: str) -> float | None:
         if _INT_TEXT.fullmatch(text):
             node = int(text)
         elif _FLOAT_TEXT.fullmatch(text) or _NONFINITE_TEXT.fullmatch(text):
-            node = float(text)
+            node = checked_float(text)
         else:
             return None
     if isinstance(node, int):  # kept whole (a count stays 12, not 12.0)
@@ -100,6 +101,8 @@ def number_at(record: Record, path: str) -> float | None:
             f"{shown}, an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly "
             "(a figure that large is written as a float, 1.8e19, or in a larger unit)"
         )
+    if isinstance(node, Unholdable) and node.tiny:
+        raise UnfitNumber(f"{node.text}, not zero but below the smallest double (4.9e-324): it would be stored as 0")
     if isinstance(node, float):
         if math.isfinite(node):
             return node
@@ -116,7 +119,7 @@ def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            doc = json.loads(line)
+            doc = json.loads(line, parse_float=checked_float)
         except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict):
@@ -127,7 +130,7 @@ def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
 def json_document(text: str) -> dict[str, Any] | None:
     """The whole text as one JSON object, else the last line that is one; None when there is neither."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_float=checked_float)
     except (ValueError, RecursionError):
         lines = json_lines(text)
         return lines[-1] if lines else None

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from orchestrator.parsers.base import InvalidMeasurement, ParseError, ParserDef, Record
+from orchestrator.protocol import Unholdable, checked_float
 
 Placement = Literal["out-of-place", "in-place"]
 PLACEMENTS: tuple[Placement, Placement] = ("out-of-place", "in-place")
@@ -114,9 +115,11 @@ class NcclReport:
 
 def _num(token: str, what: str, line_no: int, nonneg: bool = False) -> float:
     try:
-        x = float(token)
+        x = checked_float(token)
     except ValueError:
         raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is not a number") from None
+    if isinstance(x, Unholdable) and x.tiny:
+        raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is below the smallest double (it would be 0)")
     if not math.isfinite(x):
         raise ParseError(f"nccl-tests line {line_no}: {what} {token!r} is not finite")
     if nonneg and x < 0:
@@ -311,6 +314,8 @@ def _get(doc: Mapping[str, Any], key: str, where: str) -> Any:
 
 
 def _float(v: Any, where: str, nonneg: bool = True) -> float:
+    if isinstance(v, Unholdable) and v.tiny:
+        raise ParseError(f"nccl-tests JSON: {where} is {v.text}, below the smallest double (it would be 0)")
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
         raise ParseError(f"nccl-tests JSON: {where} must be a finite number, got {_shown(v)}")
     if nonneg and v < 0:
@@ -394,7 +399,7 @@ def parse_json(text: str) -> NcclReport:
     not that JSON: a result that is not an object, a size that is not a whole number from 0 to 2^63, a negative
     or non-numeric time or bandwidth, an ``out_of_place`` that is not an object, a ``config`` of another shape."""
     try:
-        doc = json.loads(text)
+        doc = json.loads(text, parse_float=checked_float)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"nccl-tests JSON: not JSON ({exc})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("results"), list):

@@ -1,5 +1,6 @@
 """``orch runs import`` (the real CLI, SQLite and PostgreSQL) of a real 3-case command-suite spool in which one
-result line holds a number no store can hold (an integer of 401 or 5,000 digits, ``1e400``) or a lone surrogate
+result line holds a number no store can hold (an integer of 401 or 5,000 digits, ``1e400``; ``1e-400``, which a
+double holds only as 0) or a lone surrogate
 (``"m\\ud800s"``): that line is one error row naming its seq and the field, the run ends (never left
 ``running``), nothing is stored replaced, and importing again changes nothing (issue 10)."""
 
@@ -36,8 +37,11 @@ def _with_value(value_text: str, *, field: str = "value") -> bytes:
                                                   "(5,000 digits)"),
         (_result(4, 1).replace(b'"unit": "ms"', b'"unit": "m\\ud800s"'),
          "metrics.wall_ms.unit holds a lone surrogate"),
+        (_with_value("1e-400"), "metrics.wall_ms.value is 1e-400, not zero but below the smallest double"),
+        (_with_value("-0." + "0" * 350 + "25", field="median"),
+         "metrics.wall_ms.median is -0.00000000000000000...0000000025 (353 digits), not zero but below"),
     ],
-    ids=["401-digits", "minus-401-digits", "1e400", "5000-digits", "surrogate"],
+    ids=["401-digits", "minus-401-digits", "1e400", "5000-digits", "surrogate", "1e-400", "350-zeros"],
 )
 def test_an_unholdable_line_is_one_error_row_through_the_cli(
     tmp_path: Path, db_url: str, suite_dir: Path, line4: bytes, says: str

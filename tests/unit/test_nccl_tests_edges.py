@@ -62,6 +62,8 @@ def _message(text: str) -> str:
         ("8 2 float sum -1 14.18 x 0.00 0 13.82 0.00 0.00 0", "nccl-tests line 3: algbw 'x' is not a number"),
         ("8 2 float sum -1 14.18 0.00 nan 0 13.82 0.00 0.00 0", "nccl-tests line 3: busbw 'nan' is not finite"),
         ("8 2 float sum -1 14.18 0.00 0.00 0 13.82 0.00 y 0", "nccl-tests line 3: busbw 'y' is not a number"),
+        ("8 2 float sum -1 1e-400 0.00 0.00 0 13.82 0.00 0.00 0",
+         "nccl-tests line 3: time '1e-400' is below the smallest double (it would be 0)"),  # float() read it as 0
     ],
 )  # fmt: skip
 def test_a_bad_value_is_named_by_its_column_and_line(row: str, message: str | None) -> None:
@@ -270,6 +272,11 @@ def test_json_bad_values_name_their_place(edit: Any, message: str) -> None:
     doc = _doc()
     edit(doc)
     assert _message(json.dumps(doc)) == message
+
+
+def test_json_a_non_zero_time_a_double_holds_only_as_zero_is_named() -> None:
+    text = json.dumps(_doc()).replace('"alg_bw": ', '"alg_bw": 1e-400, "x": ', 1)  # json read 1e-400 as 0.0
+    assert _message(text).endswith(".alg_bw is 1e-400, below the smallest double (it would be 0)")
 
 
 def test_json_that_is_not_an_object() -> None:

@@ -529,6 +529,25 @@ def test_a_value_no_metric_may_hold_is_one_parse_error_naming_metric_and_value(
     assert str(exc.value) == f"parser {parser}: metric 'v' in the output is {shown}, {why}{hint} (run 1 of 2)"
 
 
+@pytest.mark.parametrize("parser", ["json", "jsonl", "regex"])
+@pytest.mark.parametrize("written", ["1e-400", "-2.5E-330", "0." + "0" * 330 + "7"])
+def test_a_non_zero_value_a_double_holds_only_as_zero_is_one_parse_error(parser: str, written: str) -> None:
+    """Python's float() and json read ``1e-400`` as 0.0 without a word: it was stored as a measured 0."""
+    text = f"v={written}" if parser == "regex" else f'log line\n{{"v": {written}}}'
+    with pytest.raises(ParseError) as exc:
+        parse_case(_generic(parser), [text, text], {})
+    shown = written if len(written) <= 40 else written[:20] + "..." + written[-10:]
+    assert str(exc.value) == (f"parser {parser}: metric 'v' in the output is {shown}, not zero but below the "
+                              "smallest double (4.9e-324): it would be stored as 0 (run 1 of 2)")  # fmt: skip
+
+
+@pytest.mark.parametrize("written", ["0", "0.0", "-0", "0e-400", "1e-320", "5e-324"])
+def test_zero_and_subnormal_values_are_metrics(written: str) -> None:
+    for parser in ("json", "regex"):
+        text = f"v={written}" if parser == "regex" else f'{{"v": {written}}}'
+        assert parse_case(_generic(parser), [text]).metrics["v"].value == float(written)
+
+
 @pytest.mark.parametrize(("parser", "written"), [("json", "NaN"), ("json", "-Infinity"), ("regex", "nan"),
                                                  ("regex", "-inf"), ("regex", "Infinity")])  # fmt: skip
 def test_nan_and_infinities_are_named_not_missing(parser: str, written: str) -> None:
