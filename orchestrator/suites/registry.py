@@ -30,6 +30,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from orchestrator.errors import SuiteError
+from orchestrator.protocol import Unholdable, checked_float
 
 if TYPE_CHECKING:
     from orchestrator.suites.command import CommandSuite
@@ -130,9 +131,12 @@ class Param:
             try:
                 if not _FLOAT_RE.match(raw):
                     raise ValueError(raw)
-                value = float(raw)
+                value = checked_float(raw)
             except ValueError:
                 raise self._bad(suite, f"must be {_TYPE_WORDS['float']}{_digits_note(raw)}, got {raw!r}") from None
+            if isinstance(value, Unholdable) and value.tiny:  # float() reads it as 0.0: the case would run with 0
+                raise self._bad(suite, f"is {raw.strip()!r}, not zero but below the smallest double (4.9e-324), "
+                                       "which holds it only as 0; write 0 if 0 is meant")  # fmt: skip
         elif self.type == "str":
             value = raw.strip()
         else:

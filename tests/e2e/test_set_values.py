@@ -35,6 +35,8 @@ BAD = [
     ("n=\u0661\u0662", "ec: n must be an integer written in ASCII digits 0-9, got '\u0661\u0662'"),
     ("x=\u0661\u066b\u0665", "ec: x must be a number written in ASCII digits 0-9, got '\u0661\u066b\u0665'"),
     ("x=1e400", "ec: x must be finite, got inf"),
+    ("x=1e-400", "ec: x is '1e-400', not zero but below the smallest double (4.9e-324), which holds it only as 0; "
+                 "write 0 if 0 is meant"),
 ]
 
 

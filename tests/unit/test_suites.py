@@ -367,6 +367,9 @@ def test_moe_sweep_accepts_the_quantized_formats() -> None:
     [
         ("\u0661\u066b\u0665", "s: x must be a number written in ASCII digits 0-9, got '\u0661\u066b\u0665'"),
         ("1e400", "s: x must be finite, got inf"),
+        ("1e-400", "s: x is '1e-400', not zero but below the smallest double (4.9e-324), which holds it only as 0; "
+                   "write 0 if 0 is meant"),  # float() read it as 0.0: the case ran with x = 0
+        ("-0." + "0" * 330 + "1", "s: x is '-0." + "0" * 330 + "1', not zero but below the smallest double"),
         ("nan", "s: x must be a number, got 'nan'"),
         ("abc", "s: x must be a number, got 'abc'"),
     ],
@@ -377,7 +380,8 @@ def test_float_sets_take_ascii_finite_numbers(raw: str, message: str) -> None:
     p = Param("x", "float", 1.5, "a float")
     with pytest.raises(SuiteError) as exc:
         p.parse(raw, "s")
-    assert exc.value.message == message
+    assert exc.value.message.startswith(message)
+    assert p.parse("0e-400", "s") == 0.0 and p.parse("-0.0", "s") == 0.0 and p.parse("5e-324", "s") == 5e-324
     assert p.parse(" 2.5e3 ", "s") == 2500.0 and p.parse("1_000.5", "s") == 1000.5 and p.parse("-.5", "s") == -0.5
 
 
