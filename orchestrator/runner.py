@@ -413,8 +413,17 @@ class _HostRun:
                 # The session dropped under the deploy check or the facts read (both idempotent: the agent is
                 # content-addressed, its tree unpacked under a unique name and renamed): reconnect and ask again,
                 # as follow does; a host that cannot be reached again fails as before.
-                if exc.kind != "closed" or attempt >= GATHER_RETRIES:
+                if exc.kind != "closed":
                     raise
+                if attempt >= GATHER_RETRIES:
+                    raise ConnectError(
+                        name,
+                        "closed",
+                        f"{exc.reason} — the session dropped on each of {attempt + 1} attempts, each on a new "
+                        "connection",
+                        exc.hint or "something on the host ends SSH sessions: look in its sshd log (journalctl -u "
+                        "ssh; MaxSessions, MaxStartups, an OOM kill, sshd restarting) and run again",
+                    ) from None
                 await self.drop()
                 attempt += 1
                 await self._pause_before_retry(attempt, exc)

@@ -58,6 +58,27 @@ if args[:1] == ["-c"] and "ensure" in args and not os.path.exists({go!r}):
 os.execv({real!r}, [{real!r}, *args])
 """
 
+DROPPING_WRAPPER = """\
+#!{real}
+# The host's python, ending its own SSH session at every deploy check (`python -c <the deploy helper> ensure ...`):
+# the first sshd among its ancestors (the session's process) is SIGKILLed; counted in {mark}.
+import os, signal, sys
+args = sys.argv[1:]
+if args[:1] == ["-c"] and "ensure" in args:
+    with open({mark!r}, "a") as f:
+        f.write("dropped\\n")
+    pid = os.getppid()
+    while pid > 1:
+        with open(f"/proc/{{pid}}/stat") as f:
+            stat = f.read()
+        comm, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if comm == "sshd":
+            os.kill(pid, signal.SIGKILL)
+            break
+        pid = int(rest[1])
+os.execv({real!r}, [{real!r}, *args])
+"""
+
 CASES = ("--set", "M=1,2,4", "--repeat", "3")
 
 
@@ -186,3 +207,22 @@ def test_session_dropped_during_the_deploy_check_reconnects_and_completes(
         assert sorted(r.case["M"] for r in store.results(doc["run_id"], limit=100).items) == [1, 2, 4]
     finally:
         store.close()
+
+
+def test_a_deploy_check_dropped_at_every_attempt_fails_the_host_saying_so_with_a_hint(
+    two_hosts: tuple[Orch, list[Any]], tmp_path: Path
+) -> None:
+    """A tester dropped the session at each of the four deploy checks: the host's error was the last drop alone,
+    with no word of the three retries and no hint. Now it says how many attempts dropped, and where to look."""
+    orch, _ = two_hosts
+    mark, _ = _held(orch, tmp_path, DROPPING_WRAPPER)
+    proc = _run(orch)
+    out, err = proc.communicate(timeout=scaled(300))
+    assert proc.returncode == 1, err[-3000:]
+    assert mark.read_text().count("dropped") == 4  # the first check and its 3 retries
+    (host,) = json.loads(out)["hosts"]
+    assert host["status"] == "failed", host
+    assert host["error"].startswith("the SSH session dropped while `"), host
+    assert host["error"].endswith(" — the session dropped on each of 4 attempts, each on a new connection"), host
+    assert " ensure ..." in host["error"] and len(host["error"]) < 400, host  # the helper's source is not in it
+    assert "sshd log" in host["hint"], host
