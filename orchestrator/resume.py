@@ -27,8 +27,8 @@ sends it again); :func:`cancel_refusal` for a run already finished (a cancelled 
 confirmed on some host, :func:`stop_unconfirmed`, may be cancelled again);
 :func:`needs_remote_stop` says whether a host's agent has to be stopped (only where it was started);
 :func:`cancel_verdict` what is stored and reported per host after ``agent cancel`` (a host run that already
-ended keeps its verdict; a failed remote stop is named in the host run's error); the run itself always ends
-``cancelled``.
+ended keeps its verdict; a failed remote stop is named in the host run's error; a spool cut on the host below
+what orch stored makes the host ``failed``); the run itself always ends ``cancelled``.
 """
 
 from __future__ import annotations
@@ -221,16 +221,20 @@ def needs_remote_stop(*, deployed: bool, started: bool) -> bool:
 
 @dataclass(frozen=True)
 class CancelVerdict:
-    """A host's end after ``orch cancel``: ``store`` says whether its host run is written (``cancelled``, with
-    ``stored_error``); ``status``/``error`` are what the command reports for the host."""
+    """A host's end after a cancel (``orch cancel`` or Ctrl-C): ``store`` says whether its host run is written
+    (as ``stored_status``, with ``stored_error``); ``status``/``error`` are what the command reports for the
+    host."""
 
     store: bool
     stored_error: str | None
     status: str
     error: str | None
+    stored_status: str = "cancelled"
 
 
-def cancel_verdict(stored_status: str | None, failure: str | None, run_id: str) -> CancelVerdict:
+def cancel_verdict(
+    stored_status: str | None, failure: str | None, run_id: str, *, spool_cut: bool = False
+) -> CancelVerdict:
     """``stored_status``: the host run's status before the cancel (None: no host run stored); ``failure``: the
     error of the host's ``agent cancel``, None when it worked. A host run that already ended (completed,
     partial, failed) keeps its verdict; any other is stored ``cancelled``, naming a failed remote stop as not
@@ -240,6 +244,11 @@ def cancel_verdict(stored_status: str | None, failure: str | None, run_id: str) 
     ended = stored_status in HOST_ENDED_STATUSES
     if failure is None:
         return CancelVerdict(not ended, None, "cancelled", None)
+    if spool_cut:  # the worker was stopped, but the host's spool holds fewer lines than orch stored (the agent's
+        # exit 6): no done was written, and the host lost lines orch had, so it is failed, on both cancel paths,
+        # and no second cancel is invited (it would find the same spool)
+        said = f"{CANCELLED_BY_USER}; cancel failed: {failure}"
+        return CancelVerdict(not ended, said, "failed", said, stored_status="failed")
     return CancelVerdict(not ended, interrupted_host_error(run_id, failure), "failed", failure)
 
 

@@ -1068,13 +1068,14 @@ class Runner:
             failure = _stop_failure(stop)
             if states.get(name) in HOST_ENDED_STATUSES:  # it finished before the Ctrl-C: its verdict stands
                 continue
-            said = interrupted_host_error(self.run_id, failure)
-            if failure is not None and _spool_cut(stop):  # stopped, but no done written: named as orch cancel does
-                said = f"{CANCELLED_BY_USER}; cancel failed: {failure}"
+            status, said = "cancelled", interrupted_host_error(self.run_id, failure)
+            if failure is not None and _spool_cut(stop):  # stopped, but no done written: as orch cancel does
+                v = cancel_verdict(states.get(name), failure, self.run_id, spool_cut=True)
+                status, said = v.stored_status, v.stored_error or said
             if name in states:
-                await self.writer.call(self.store.finish_host_run, self.run_id, name, "cancelled", said)
+                await self.writer.call(self.store.finish_host_run, self.run_id, name, status, said)
             if failure is not None:
-                self.observer.host_state(name, "cancelled", said)
+                self.observer.host_state(name, status, said)
         await self.writer.call(self.store.finish_run, self.run_id, "cancelled")
         self._concluded = True
         await self.close_store()
@@ -1166,14 +1167,15 @@ async def cancel_run(
             continue
         rec = detail.host_run(o.host.name)
         failure = None if o.ok else (o.error.message if o.error else "?")
-        v = cancel_verdict(rec.status if rec is not None else None, failure, detail.id)
+        cut = isinstance(o.error, RemoteCommandError) and o.error.exit_status == AGENT_EXIT_SPOOL_CHANGED
+        v = cancel_verdict(rec.status if rec is not None else None, failure, detail.id, spool_cut=cut)
         if v.store:
             if failure is None and rec is not None and stop_unconfirmed([rec.error]):
                 # this cancel stopped a host an earlier one could not: that note becomes history (earlier_errors)
                 store.reopen_host_run(detail.id, o.host.name)
                 store.finish_host_run(detail.id, o.host.name, "cancelled", CANCELLED_BY_USER)
             else:
-                store.finish_host_run(detail.id, o.host.name, "cancelled", v.stored_error)
+                store.finish_host_run(detail.id, o.host.name, v.stored_status, v.stored_error)
         res.append(HostOutcome(o.host.name, v.status, error=v.error))
     final = store.get_run(detail.id)
     status = run_status(final.host_runs) if collected else "cancelled"

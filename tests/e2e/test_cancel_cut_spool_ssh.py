@@ -2,8 +2,9 @@
 more lines than are left, then stopped: by ``orch cancel`` and by Ctrl-C (SIGINT) to ``orch run``. Before, the
 agent's cancel appended ``done`` numbered from what was left (seq 2, a position orch had stored as a result), and
 the Ctrl-C path did not pass the stored position at all. orch now passes its stored position on both paths and the
-host says the spool changed; no ``done`` goes in. The suite's first case ends at once, its second sleeps until
-cancelled (tests/e2e/cancel_counts.py)."""
+host says the spool changed; no ``done`` goes in, and both paths store the host ``failed`` (the Ctrl-C path stored
+it ``cancelled`` while ``orch cancel`` reported it ``failed``). The suite's first case ends at once, its second
+sleeps until cancelled (tests/e2e/cancel_counts.py)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ def test_cancel_writes_no_done_into_a_spool_cut_below_the_stored_lines(sshd_bed:
         [h] = json.loads(res.stdout)["hosts"]
         assert h["status"] == "failed" and (h["results"], h["errors"]) == (1, 0), h
         assert h["error"].endswith(spool_cut_text(spool, 2, 4)), h
+        rec = bed.store.get_run(run_id).host_run("gpu-a")  # stored as reported, and as the Ctrl-C path stores it
+        assert rec is not None and (rec.status, rec.error) == ("failed", h["error"]), rec
+        assert "not confirmed" not in rec.error  # the worker was stopped: no second cancel is invited
         assert spool.read_bytes() == b"".join(lines[:2])  # no done numbered from what was left
         assert bed.store.last_seq(run_id, "gpu-a") == 3
 
@@ -73,7 +77,7 @@ def test_ctrl_c_passes_the_stored_lines_and_names_a_spool_cut_on_the_host(
             _, err = bed.proc.communicate(timeout=scaled(240))
             assert bed.proc.returncode != 0, err[-3000:]
             rec = bed.store.get_run(run_id).host_run("gpu-a")
-            assert rec is not None and rec.status == "cancelled" and (rec.results, rec.errors) == (1, 0), rec
+            assert rec is not None and rec.status == "failed" and (rec.results, rec.errors) == (1, 0), rec
             assert rec.error is not None and rec.error.endswith(spool_cut_text(spool, 2, 4)), rec.error
             assert "not confirmed" not in rec.error, rec.error  # the worker was stopped: only the done is refused
             assert spool.read_bytes() == b"".join(lines[:2])  # no done numbered from what was left

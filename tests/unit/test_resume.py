@@ -264,6 +264,17 @@ def test_a_host_still_running_is_stored_cancelled(stored: str | None) -> None:
     assert stop_unconfirmed([v.stored_error]) and cancel_refusal(RUN, "cancelled", unconfirmed=True) is None
 
 
+@pytest.mark.parametrize("stored", [None, "running", "cancelled"])
+def test_a_spool_cut_on_the_host_is_stored_and_reported_failed_without_inviting_another_cancel(
+    stored: str | None,
+) -> None:
+    cut = "gpu-a: the spool has 2 lines, fewer than the 4 orch stored"
+    v = cancel_verdict(stored, cut, RUN, spool_cut=True)
+    said = f"{CANCELLED_BY_USER}; cancel failed: {cut}"
+    assert v == CancelVerdict(store=True, stored_error=said, status="failed", error=said, stored_status="failed")
+    assert not stop_unconfirmed([v.stored_error])  # the worker was stopped: a second cancel finds the same spool
+
+
 @pytest.mark.parametrize("stored", ["completed", "partial", "failed"])
 def test_a_host_that_already_ended_keeps_its_verdict(stored: str) -> None:
     assert cancel_verdict(stored, None, RUN) == CancelVerdict(store=False, stored_error=None, status="cancelled",
