@@ -47,12 +47,17 @@ def _prctl() -> Any:
 
 
 def child_setup() -> Callable[[], None]:
-    """A ``preexec_fn`` for a command: own process group, SIGKILL when the worker dies. Built in the parent
-    (ctypes loads libc there, not between fork and exec)."""
+    """A ``preexec_fn`` for a command: own process group, SIGKILL when the worker dies, and SIGHUP back to its
+    default action. Built in the parent (ctypes loads libc there, not between fork and exec).
+
+    The worker ignores SIGHUP (its session's hangup is not a stop), and an ignored signal stays ignored across
+    ``execve`` (``signal(7)``; Python's ``restore_signals`` resets only SIGPIPE, SIGXFZ and SIGXFSZ): a tool
+    killed by SIGHUP was stored as a success, while every other fatal signal was named."""
     prctl = _prctl()
     parent = os.getpid()
 
     def setup() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         os.setpgid(0, 0)
         if prctl is not None:
             prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -66,6 +67,21 @@ def test_a_command_killed_by_a_signal_is_named() -> None:
     case = _case("import os, signal; os.kill(os.getpid(), signal.SIGKILL)")
     with pytest.raises(RuntimeError, match="was killed by signal KILL; stderr: "):
         run_case(case, Context(repeat=1, warmup=0))
+
+
+def test_a_command_killed_by_sighup_is_named_though_the_worker_ignores_sighup() -> None:
+    """The worker ignores SIGHUP and an ignored signal survives exec: ``sh -c 'echo v: 1; kill -1 $$'`` was stored
+    as a success, its SIGHUP ignored. The command now starts with SIGHUP at its default action."""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)  # as worker._run sets it
+    try:
+        ignored = _case("print(open('/proc/self/status').read().split('SigIgn:')[1].split()[0])")
+        mask = int(run_case(ignored, Context(repeat=1, warmup=0))["info"]["stdout"].strip(), 16)
+        assert not mask & (1 << (signal.SIGHUP - 1)), hex(mask)
+        case = _case("import os, signal; print('v: 1', flush=True); os.kill(os.getpid(), signal.SIGHUP)")
+        with pytest.raises(RuntimeError, match="was killed by signal HUP"):
+            run_case(case, Context(repeat=1, warmup=0))
+    finally:
+        signal.signal(signal.SIGHUP, before)
 
 
 def test_missing_executable_names_deploy() -> None:
