@@ -69,6 +69,20 @@ def lookup(record: Record, path: str) -> float | None:
         return None
 
 
+def value_at(record: Record, path: str) -> Any:
+    """The value at dotted ``path`` in ``record`` as the output wrote it (a number, a string, a list...), or None
+    when the path is absent: what :func:`number_at` read, for a message naming a value that is not a number."""
+    node: Any = record
+    for part in path.split("."):
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
 def number_at(record: Record, path: str) -> float | None:
     """The number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), None when the
     path is absent or holds no number (a word, a list, a boolean). Raises :class:`UnfitNumber` when it holds a

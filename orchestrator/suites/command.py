@@ -22,6 +22,7 @@ plotted by the parameters alone.
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import statistics
 from collections.abc import Mapping, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 
 from orchestrator.errors import SuiteError
 from orchestrator.parsers import PARSERS, InvalidMeasurement, ParseError, RequestCounts, extract
+from orchestrator.parsers.base import value_at
 from orchestrator.protocol import JUDGED_KEY, Event, Metric, parse_metric
 from orchestrator.suites.secrets import redact_env
 
@@ -339,6 +341,15 @@ def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, A
         if not found:
             missing = list(paths)
         missing = [n for n in missing if n not in optional or not found]
+        for name in missing:  # the path is there, but what it holds is no number: say so, not "found no metric"
+            held = next((v for r in reversed(records) if (v := value_at(r, paths[name])) is not None), None)
+            if held is not None and not (isinstance(held, str) and not held.strip()):
+                where = f"metric {name!r}" + (f" (path {paths[name]})" if paths[name] != name else "")
+                shown = repr(held) if isinstance(held, str) else json.dumps(held)[:60]
+                raise ParseError(
+                    f"parser {suite.parser}: {where} in the output is {shown[:80]}, not a number (a metric is "
+                    f"written in ASCII decimal digits: 12, -1.5, 2e3){run}"
+                )
         if missing:
             raise ParseError(
                 f"parser {suite.parser} found no metric {', '.join(missing)} in the output{run} "

@@ -576,9 +576,17 @@ def test_an_engine_parser_follows_the_same_rule_and_names_the_field() -> None:
 
 def test_a_word_or_foreign_digits_are_no_number_and_an_earlier_record_is_never_taken_instead() -> None:
     regex = _generic("regex")
-    for word in ("abc", "\u0661\u0662", "1_000"):  # float() read Arabic-Indic digits and underscores
-        with pytest.raises(ParseError, match="found no metric v in the output"):
+    for word in ("abc", "\u0661\u0662", "1_000", "0x10"):  # float() read Arabic-Indic digits and underscores
+        with pytest.raises(ParseError) as exc:
             parse_case(regex, [f"v={word}"])
+        # the pattern matched: the value is named, not "found no metric" (which sent the user to the pattern)
+        assert str(exc.value) == (f"parser regex: metric 'v' in the output is {word!r}, not a number (a metric is "
+                                  "written in ASCII decimal digits: 12, -1.5, 2e3)")  # fmt: skip
+    for parser in ("json", "jsonl"):
+        with pytest.raises(ParseError, match=r"metric 'v' in the output is \[1, 2\], not a number"):
+            parse_case(_generic(parser), ['{"v": [1, 2]}'])
+        with pytest.raises(ParseError, match="found no metric v in the output"):  # absent: as before
+            parse_case(_generic(parser), ['{"w": 1}'])
     # the last match holding v decides: an unfit value there is refused, never replaced by an earlier one
     with pytest.raises(ParseError, match="is 99999999999999999999"):
         parse_case(regex, ["v=5\nv=99999999999999999999"])
