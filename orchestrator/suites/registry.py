@@ -80,6 +80,9 @@ def _fmt(value: ParamValue) -> str:
     return ",".join(str(x) for x in value) if isinstance(value, list) else str(value)
 
 
+MAX_ARG_STRLEN = 32 * 4096  # linux/binfmts.h: one argv or environment string, NUL included (execve(2))
+
+
 @dataclass(frozen=True)
 class Param:
     """One typed parameter. ``help`` says what it is and its unit; ``min``/``max`` bound every (list) item."""
@@ -175,7 +178,13 @@ class Param:
     def _check_scalar(self, value: Any, suite: str, typ: str) -> ParamValue:
         if typ == "str":
             if not isinstance(value, str):
-                raise self._bad(suite, f"must be a string, got {value!r}")
+                raise self._bad(suite, f"must be a string, got {value!r:.80}")
+            size = len(value.encode("utf-8", "surrogatepass"))
+            if size >= MAX_ARG_STRLEN:
+                raise self._bad(suite, f"is {size:,} bytes ({value[:20]!r}...): a parameter reaches the command as "
+                                       f"one argument or environment value, which Linux caps at {MAX_ARG_STRLEN:,} "
+                                       "bytes with its NUL (MAX_ARG_STRLEN); put large input in a file on the host "
+                                       "and pass its path")  # fmt: skip
             if self.choices and value not in self.choices:
                 raise self._bad(suite, f"must be one of {', '.join(self.choices)}, got {value!r}")
             return value

@@ -385,6 +385,25 @@ def test_float_sets_take_ascii_finite_numbers(raw: str, message: str) -> None:
     assert p.parse(" 2.5e3 ", "s") == 2500.0 and p.parse("1_000.5", "s") == 1000.5 and p.parse("-.5", "s") == -0.5
 
 
+def test_a_string_param_past_what_one_argument_holds_is_refused_where_it_is_written() -> None:
+    """A 65 MiB string default was accepted and sent to the host; every line then came back refused as "a tool's
+    large output". A parameter is one argv or environment string: Linux caps it at MAX_ARG_STRLEN."""
+    from orchestrator.suites.loader import parse_suite
+    from orchestrator.suites.registry import MAX_ARG_STRLEN, Param
+
+    p = Param("tag", "str", "x", "a tag")
+    assert p.parse("a" * (MAX_ARG_STRLEN - 1), "s") == "a" * (MAX_ARG_STRLEN - 1)  # with its NUL: exactly the cap
+    with pytest.raises(SuiteError) as exc:
+        p.parse("a" * MAX_ARG_STRLEN, "s")
+    assert exc.value.message.startswith("s: tag is 131,072 bytes ('aaaaaaaaaaaaaaaaaaaa'...): a parameter reaches")
+    assert "MAX_ARG_STRLEN" in exc.value.message and len(exc.value.message) < 400
+    big = "é" * (MAX_ARG_STRLEN // 2)  # 2 bytes each in UTF-8: bytes count, not characters
+    text = f'name: t\ndescription: d\ncommand: [echo, "{{tag}}"]\nparams:\n  tag: {{type: str, default: "{big}", ' \
+           'help: "a tag"}\nparser: {name: regex, pattern: "(?P<v>\\\\d+)"}\nmetrics:\n  v: {unit: ms}\n'  # fmt: skip
+    with pytest.raises(SuiteError, match="tag is 131,072 bytes"):
+        parse_suite(text)
+
+
 def test_int_range_edges() -> None:
     from orchestrator.suites.registry import INT64_MAX, INT64_MIN, Param
 
