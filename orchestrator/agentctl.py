@@ -156,7 +156,8 @@ def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostE
     """The host's error for ``follow``'s exit 3 (the worker exited without writing ``done``): its recorded reason;
     the spool moved or deleted on the host (code ``spool_gone``: not a death, the lines are elsewhere); the
     worker's pid file missing or unreadable (code ``pid_unreadable``: the spool is there and was collected, the
-    worker's state is unknown); else a kill from outside that left no reason."""
+    worker's state is unknown); the run directory not this run's own (code ``not_this_run``: a link or a mount of
+    another run's directory); else a kill from outside that left no reason."""
     doc = agent_error_doc(exc.stderr)
     reason = doc.get("reason")
     where = run_dir_text(host, run_id)
@@ -164,6 +165,8 @@ def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostE
         return spool_gone_error(host, str(doc.get("path") or f"{where}events.jsonl"))
     if doc.get("code") == "pid_unreadable":  # the spool is there (collected); only the worker's state is unknown
         return HostError(host.name, str(doc.get("error")), PID_UNREADABLE_HINT)
+    if doc.get("code") == "not_this_run":  # a link or mount of another run's directory: nothing there was read
+        return HostError(host.name, str(doc.get("error")), NOT_THIS_RUN_HINT)
     if isinstance(reason, str) and reason:
         hint = (
             f"{write_hint(reason)}; then rerun the suite"
@@ -177,6 +180,11 @@ def dead_worker_error(host: Host, run_id: str, exc: RemoteCommandError) -> HostE
         "it was killed from outside (the OOM killer, a kill -9): check the host's memory and dmesg; rerun the suite",
     )
 
+
+NOT_THIS_RUN_HINT = (
+    "remove the symbolic link or unmount what is mounted there, put the run's own directory back at that path, "
+    "then run orch run --resume again"
+)
 
 PID_UNREADABLE_HINT = (
     "the stored lines are kept; look for the run's worker on the host (ps -ef | grep the run id) and stop it, or "

@@ -4,13 +4,15 @@ Exit codes: 0 ok; 2 usage error, bad spec, or ``start`` refused (the run already
 spec, or its GPUs are leased by another run: code ``gpu_busy`` with the ``holder``, see ``leases.py``); 3 the worker
 died without writing ``done`` (``follow``, ``start`` of such a run; code ``spool_gone`` with its ``path`` when the
 spool itself is not there: moved or deleted; code ``pid_unreadable`` with the pid file's ``path`` when the spool is
-there but the pid file does not name the worker: ``follow``, ``cancel``, ``start``); 4 no such run; 5 the run's
-directory cannot be written (disk full, I/O error; the message names the path); 6 ``follow``, ``cancel --stored N``:
-the spool was truncated, replaced or rewritten under it (code ``spool_changed``, naming it); 7 ``follow``: the
-worker has been stopped (SIGSTOP, a debugger, a suspended job) for ``--stopped-limit-s`` (code ``worker_stopped``,
-with its ``pid`` and ``stopped_s``; the worker is left as it is); 1 anything unexpected. Errors are ``{"error":
-message, "code": short_name}`` — on stdout, except for ``follow``, whose stdout is the event stream, where they go
-to stderr.
+there but the pid file does not name the worker: ``follow``, ``cancel``, ``start``; code ``not_this_run`` with the
+directory's ``path`` when the run directory is not this run's own: a symbolic link, or holding another run's spec,
+as a bind mount of another run's directory does — nothing in it is signalled, written or followed); 4 no such run;
+5 the run's directory cannot be written (disk full, I/O error; the message names the path); 6 ``follow``,
+``cancel --stored N``: the spool was truncated, replaced or rewritten under it (code ``spool_changed``, naming it);
+7 ``follow``: the worker has been stopped (SIGSTOP, a debugger, a suspended job) for ``--stopped-limit-s`` (code
+``worker_stopped``, with its ``pid`` and ``stopped_s``; the worker is left as it is); 1 anything unexpected.
+Errors are ``{"error": message, "code": short_name}`` — on stdout, except for ``follow``, whose stdout is the event
+stream, where they go to stderr.
 
 Every run command takes ``--orch-home DIR`` (default ``~/.orch``) and ``--host NAME`` (the inventory's name for
 this host, default the hostname): a run's files are in ``<orch home>/runs/<run_id>/<host>/`` (see ``runs.py``).
@@ -106,7 +108,17 @@ def _existing_run(run_id: str, args: argparse.Namespace) -> RunDir:
     rd = _run_dir(run_id, args)
     if not rd.exists():
         raise CliError(f"no run {run_id!r} under {os.path.dirname(rd.path)}", "no_such_run", EXIT_NO_RUN)
+    _refuse_foreign(rd)
     return rd
+
+
+def _refuse_foreign(rd: RunDir) -> None:
+    """CliError ``not_this_run`` (exit 3) when the run directory is not this run's own (``RunDir.not_this_run``: a
+    symbolic link, another run's spec): nothing in it is signalled, written or followed."""
+    foreign = rd.not_this_run()
+    if foreign is not None:
+        raise CliError(f"{foreign}; nothing was signalled or written", "not_this_run", EXIT_DEAD,
+                       {"run_id": rd.run_id, "path": rd.path})  # fmt: skip
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
@@ -151,6 +163,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     os.umask(0o077)  # the run's files hold the spec (env values may be secrets): 0700 directories, 0600 files
     try:
         os.makedirs(rd.path, mode=0o700, exist_ok=True)
+        _refuse_foreign(rd)  # before the lock file: nothing is created in another run's directory
         lock = open(os.path.join(rd.path, "start.lock"), "a")  # noqa: SIM115 - closed below
     except OSError as exc:
         raise _write_error(rd.path, exc) from None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import json
 import os
 import re
 import socket
@@ -198,12 +199,52 @@ class RunDir:
                 f"copied from another run); stop it on the host with `kill -TERM -- -{w}` (its process group), or "
                 f"let it finish")  # fmt: skip
 
+    def not_this_run(self) -> str | None:
+        """Why this directory is not run ``run_id``'s own directory for host ``host`` (None when nothing says so):
+        ``<runs>/<run_id>`` or ``<runs>/<run_id>/<host>`` is a symbolic link (lstat, never followed: a link to
+        another run's directory would let this run's commands stop that run's worker and read its spool as this
+        run's; the orch home and ``runs`` above may be links, to a bigger disk), or ``spec.json`` (written by
+        ``start`` and ``slurm-task`` before any worker, read without following a link) names another run (a bind
+        mount of another run's directory shows that run's spec) or is a link. One sentence naming the directory
+        and what it holds. A directory without ``spec.json`` yet (a start that died before writing it) proves
+        nothing either way: None."""
+        runs = os.path.dirname(os.path.dirname(self.path))
+        for path in (os.path.join(runs, self.run_id), self.path):
+            try:
+                if not os.path.islink(path):
+                    continue
+                target = os.readlink(path)
+            except OSError:
+                target = "?"
+            return (f"the run directory {path} is a symbolic link (to {target}), not run {self.run_id}'s own "
+                    "directory: it may hold another run's worker and spool")  # fmt: skip
+        try:
+            fd = os.open(self.spec_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                return (f"the run's spec {self.spec_path} is a symbolic link: {self.path} is not proved to be run "
+                        f"{self.run_id}'s own directory")  # fmt: skip
+            return None
+        try:
+            with os.fdopen(fd, "rb") as f:
+                held = json.loads(f.read().decode("utf-8")).get("run_id")
+        except (OSError, ValueError, AttributeError):
+            return None  # unreadable or half written: start's own check of the spec says so
+        if held == self.run_id:
+            return None
+        return (f"the run directory {self.path} holds the files of run {held!r} ({self.spec_path} names run {held!r}, "
+                f"not {self.run_id!r}): another run's directory, linked or mounted here")  # fmt: skip
+
     def status(self) -> dict[str, Any]:
         """``{"run_id", "host", "state": running|finished|dead|unknown|unknown_worker, "pid", "lines", "done"}``
         (+ ``reason`` when dead: the worker's own last words, or None). ``unknown``: no pid recorded and no spool
         (a start that died before launching); ``unknown_worker``: the spool is there but the pid file does not name
         the worker (``pid_trouble`` says why): the spool can be collected as far as it goes, the worker's state is
         unknown."""
+        foreign = self.not_this_run() if self.exists() else None
+        if foreign is not None:  # never another run's pid, spool or done reported as this run's
+            return {"run_id": self.run_id, "host": self.host, "state": "unknown_worker", "pid": None, "lines": 0,
+                    "done": None, "pid_trouble": foreign}  # fmt: skip
         pid = self.pid()
         lines = read_lines(self.spool)
         done = find_done(lines)

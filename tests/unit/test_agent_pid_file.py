@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from agents.orch_agent.cli import main
-from agents.orch_agent.runs import RunDir, workers_in
+from agents.orch_agent.runs import RunDir, start_time, workers_in
 
 
 def _run_dir(tmp_path: Path, *, spool: bool = True) -> RunDir:
@@ -174,3 +174,81 @@ def test_only_a_session_leader_of_this_run_working_here_counts_as_a_live_worker(
     _wait_cmdline(procs[-1], "_worker")
     assert workers_in(rd.path, "r1") == [procs[-1].pid]
     assert rd.status()["state"] == "unknown_worker"
+
+
+def _other_run(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]], path: Path | None = None
+) -> tuple[RunDir, subprocess.Popen[bytes]]:
+    """Run r0's files in ``path`` (default its own directory for host gpu-a): its spec, a spool without done, and
+    a live worker (a session leader working there, recorded in ``pid`` and ``pid.start`` as ``start`` does)."""
+    path = path or tmp_path / "runs" / "r0" / "gpu-a"
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "spec.json").write_text(json.dumps({"run_id": "r0"}))
+    (path / "events.jsonl").write_text(json.dumps({"v": 1, "seq": 0, "type": "hello"}) + "\n")
+    worker = _agent_like(path, "start", "--run-id", "r0")
+    procs.append(worker)
+    _wait_cmdline(worker, "r0")
+    (path / "pid.start").write_text(f"{worker.pid} {start_time(worker.pid)}\n")
+    (path / "pid").write_text(f"{worker.pid}\n")
+    return RunDir(str(path)), worker
+
+
+def _cancel_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], said: str) -> None:
+    code = main(["cancel", "r1", "--orch-home", str(tmp_path), "--host", "gpu-a"])
+    doc = json.loads(capsys.readouterr().out)
+    assert (code, doc["code"]) == (3, "not_this_run"), doc
+    assert doc["error"] == f"{said}; nothing was signalled or written", doc
+    assert doc["path"] == str(tmp_path / "runs" / "r1" / "gpu-a")
+
+
+@pytest.mark.parametrize("linked", ["host", "run"])
+def test_a_run_directory_that_is_a_link_to_another_runs_is_refused(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]], capsys: pytest.CaptureFixture[str], linked: str
+) -> None:
+    """``runs/r1/gpu-a`` (or ``runs/r1``) a symbolic link to run r0's: ``agent cancel r1`` stopped r0's worker and
+    wrote ``done`` into r0's spool; ``status`` and ``follow`` read r0's spool as r1's. Now the directory is named,
+    exit 3 ``not_this_run``, and nothing of r0's is signalled, written or read."""
+    a, worker = _other_run(tmp_path, procs)
+    before = Path(a.spool).read_bytes()
+    link = tmp_path / "runs" / "r1" / "gpu-a"
+    if linked == "host":
+        link.parent.mkdir(parents=True)
+        link.symlink_to(a.path)
+    else:
+        link.parent.symlink_to(Path(a.path).parent)
+    rd = RunDir(str(link))
+    said = (f"the run directory {link if linked == 'host' else link.parent} is a symbolic link (to "
+            f"{a.path if linked == 'host' else Path(a.path).parent}), not run r1's own directory: it may hold another "
+            "run's worker and spool")  # fmt: skip
+    _cancel_refused(tmp_path, capsys, said)
+    assert rd.not_this_run() == said
+    st = rd.status()
+    assert (st["state"], st["pid"], st["lines"], st["pid_trouble"]) == ("unknown_worker", None, 0, said), st
+    assert main(["follow", "r1", "--orch-home", str(tmp_path), "--host", "gpu-a"]) == 3
+    out = capsys.readouterr()
+    assert out.out == "" and json.loads(out.err)["code"] == "not_this_run"  # not one of r0's lines
+    assert worker.poll() is None and Path(a.spool).read_bytes() == before and not os.path.exists(a.cancel_path)
+
+
+def test_a_run_directory_holding_another_runs_spec_is_refused(
+    tmp_path: Path, procs: list[subprocess.Popen[bytes]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a bind mount of run r0's directory onto r1's shows: a real directory, no link, holding r0's files (its
+    spec, its pid files) and r0's live worker working in it. ``agent cancel r1`` stopped that worker and wrote
+    ``done``; now it refuses, naming the directory and the run it holds."""
+    rd = RunDir(str(tmp_path / "runs" / "r1" / "gpu-a"))
+    _, worker = _other_run(tmp_path, procs, Path(rd.path))
+    said = (f"the run directory {rd.path} holds the files of run 'r0' ({rd.spec_path} names run 'r0', not 'r1'): "
+            "another run's directory, linked or mounted here")  # fmt: skip
+    _cancel_refused(tmp_path, capsys, said)
+    assert rd.not_this_run() == said and rd.status()["state"] == "unknown_worker"
+    assert "done" not in Path(rd.spool).read_text() and not os.path.exists(rd.cancel_path)
+    Path(rd.spec_path).write_text(json.dumps({"run_id": "r1"}))  # its own spec: proved, no trouble
+    assert rd.not_this_run() is None
+    os.unlink(rd.spec_path)  # no spec yet (a start that died before writing it): nothing says otherwise
+    assert rd.not_this_run() is None
+    (tmp_path / "spec-r1.json").write_text(json.dumps({"run_id": "r1"}))
+    os.symlink(tmp_path / "spec-r1.json", rd.spec_path)  # even one naming r1: a link proves nothing
+    assert rd.not_this_run() == (f"the run's spec {rd.spec_path} is a symbolic link: {rd.path} is not proved to be "
+                                 "run r1's own directory")  # fmt: skip
+    assert worker.poll() is None
