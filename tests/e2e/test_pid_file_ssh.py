@@ -206,3 +206,50 @@ def test_cancel_of_a_run_whose_pid_files_are_copies_of_a_dead_runs_names_the_liv
     assert "written by cancel" not in (b_dir / "events.jsonl").read_text()
     assert not (b_dir / "cancel").exists()
     assert Path(f"/proc/{two.workers[1]}").exists() and _sleeps(two.secs[1])  # nothing was signalled
+
+
+def _bind(source: Path, target: Path) -> bool:
+    """``mount --bind source target``; False where this machine does not allow it (not root, no mount namespace
+    rights)."""
+    res = subprocess.run(["mount", "--bind", str(source), str(target)], capture_output=True, text=True, check=False)
+    return res.returncode == 0
+
+
+@pytest.mark.parametrize("how", ["symlink", "bind"])
+def test_cancel_of_a_run_whose_directory_is_another_runs_leaves_that_run_alone(
+    two_runs: tuple[Orch, SshdHost, Store, _TwoRuns], how: str
+) -> None:
+    """B's run directory replaced by a symbolic link to A's (``rm -r D; ln -s A's D``), or A's directory bind
+    mounted onto B's: ``orch cancel B`` stopped A's worker. Now the agent proves the directory is B's (no link under
+    the runs root, B's own spec in it): it is refused, named, exit 1; A's worker, command and spool are
+    untouched."""
+    from tests.e2e.test_cancel_ssh import _in_sessions, _sleeps
+
+    orch, host, store, two = two_runs
+    a_dir, b_dir = two.dirs(host)
+    two.procs[1].kill()  # B's orch run: the run stays running in the store, as when orch's machine went down
+    two.procs[1].communicate()
+    if how == "symlink":
+        shutil.rmtree(b_dir)
+        b_dir.symlink_to(a_dir)
+        said = (f"the run directory {b_dir} is a symbolic link (to {a_dir}), not run {two.runs[1]}'s own directory: "
+                "it may hold another run's worker and spool")  # fmt: skip
+    else:
+        if not _bind(a_dir, b_dir):
+            pytest.skip("mount --bind is not allowed here")
+        said = (f"the run directory {b_dir} holds the files of run {two.runs[0]!r} ({b_dir / 'spec.json'} names run "
+                f"{two.runs[0]!r}, not {two.runs[1]!r}): another run's directory, linked or mounted here")  # fmt: skip
+    try:
+        res = orch("cancel", two.runs[1], "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+    finally:
+        if how == "bind":
+            subprocess.run(["umount", str(b_dir)], check=True)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    [h] = json.loads(res.stdout)["hosts"]
+    assert h["status"] == "failed", h
+    assert f"{said}; nothing was signalled or written" in h["error"], h
+    a_session = _in_sessions({two.workers[0]})
+    assert any(p[0] == two.workers[0] for p in a_session) and _sleeps(two.secs[0]), a_session
+    assert not (a_dir / "cancel").exists()
+    assert '"done"' not in (a_dir / "events.jsonl").read_text()
+    assert store.get_run(two.runs[0]).status == "running" and two.procs[0].poll() is None
