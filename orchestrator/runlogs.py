@@ -10,6 +10,7 @@ for that host; the others still answer.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,26 +19,52 @@ from orchestrator.deploy import deploy_host
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.fanout import fanout
 from orchestrator.inventory import Host, Inventory
+from orchestrator.store.outputs_repo import StoredFile, StoredOutputs
 from orchestrator.transport import open_transport
+from orchestrator.wording import counted
 
 LOGS_TIMEOUT_S = 600.0
+
+
+STREAMS = ("stdout", "stderr", "output")
+LISTED_FILES = 3  # stored files named in one "gone from the host" line; the rest are counted
 
 
 @dataclass
 class HostLogs:
     """One host's kept outputs: ``cases`` as ``agent logs`` prints them (``[{"case_index", "runs": [{"run",
-    "stdout"|"stderr"|"output": {"text", "bytes", "sha256"}}]}]``), or ``error`` (with ``hint``)."""
+    "stdout"|"stderr"|"output": {"text", "encoding", "bytes", "sha256"}}]}]``; ``encoding`` is ``"utf-8"`` when
+    ``text`` is the file itself, ``"base64"`` when the file is not valid UTF-8 and ``text`` is its base64), each
+    file with ``check`` (``ok``, ``changed``, ``unrecorded``: no stored result names it) and ``stored`` (``{"bytes",
+    "sha256"}`` recorded with the result, or None) added by :func:`check_outputs`; ``missing``: the stored files
+    the host no longer has (``{"case_index", "run", "stream", "bytes", "sha256"}``); ``problems``: one line per
+    case with gone outputs and per changed file; ``error`` (with ``hint``): why the host could not answer, or a
+    summary of ``problems``."""
 
     host: str
     cases: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
     hint: str | None = None
+    missing: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "cases": self.cases, "error": self.error, "hint": self.hint}
+        return {"host": self.host, "cases": self.cases, "error": self.error, "hint": self.hint,
+                "missing": self.missing, "problems": self.problems}  # fmt: skip
 
 
-async def _host_logs(host: Host, run_id: str, case: int | None, timeout_s: float) -> HostLogs:
+def _agent_answer(stdout: str) -> dict[str, Any] | None:
+    lines = stdout.strip().splitlines()
+    try:
+        doc = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+async def _host_logs(
+    host: Host, run_id: str, case: int | None, timeout_s: float, stored: dict[int, list[dict[str, StoredFile]]]
+) -> HostLogs:
     t = await open_transport(host, timeout_s=timeout_s)
     try:
         dep = await deploy_host(t, host)
@@ -45,14 +72,89 @@ async def _host_logs(host: Host, run_id: str, case: int | None, timeout_s: float
         if case is not None:
             argv += ["--case", str(case)]
         res = await t.run(argv, timeout_s=LOGS_TIMEOUT_S, check=False)
-        try:
-            doc = res.json_object()
-        except ValueError as why:
-            return HostLogs(host.name, error=str(why), hint=KEEPS_OUTPUTS)
-        cases = doc.get("cases")
-        return HostLogs(host.name, cases=cases if isinstance(cases, list) else [])
     finally:
         await t.close()
+    doc = _agent_answer(res.stdout)
+    code = doc.get("code") if doc is not None else None
+    if res.exit_status == 0 and doc is not None and isinstance(doc.get("cases"), list):
+        logs = HostLogs(host.name, cases=doc["cases"])
+    elif code == "no_such_case" and case in stored:  # the host kept nothing of it: the store says what is gone
+        logs = HostLogs(host.name)
+    elif code == "no_such_run" and stored:  # the whole run directory was removed: every stored output is gone
+        logs = HostLogs(host.name)
+    else:
+        try:
+            res.json_object()
+            why = "agent logs answered without cases"
+        except ValueError as exc:
+            why = str(exc)
+        return HostLogs(host.name, error=why)
+    check_outputs(logs, stored, case)
+    return logs
+
+
+def _file_text(stream: str, k: Any, f: StoredFile) -> str:
+    size = f"{f['bytes']} bytes, sha256 {f['sha256']}" if f["bytes"] else "empty"
+    return f"run {k} {stream} {size}"
+
+
+def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]], case: int | None) -> None:
+    """Compare every file ``logs`` fetched with the size and sha256 stored with its result (``stored``: case
+    index -> per timed run ``{stream: {"bytes", "sha256"}}``, from store/outputs_repo.py) and list the stored
+    files the host no longer has (only of ``case`` when given). Sets each file's ``check``/``stored``,
+    ``logs.missing``, ``logs.problems`` and, when there is any problem, ``logs.error``/``logs.hint``."""
+    seen: set[tuple[int, int, str]] = set()
+    changed: dict[int, list[str]] = {}
+    cases: set[int] = set()
+    for c in logs.cases:
+        ci = c.get("case_index")
+        if not isinstance(ci, int):
+            continue
+        cases.add(ci)
+        for r in c.get("runs", []):
+            k = r.get("run")
+            for stream in STREAMS:
+                f = r.get(stream)
+                if not isinstance(f, dict) or not isinstance(k, int):
+                    continue
+                seen.add((ci, k, stream))
+                runs = stored.get(ci, [])
+                want = runs[k].get(stream) if 0 <= k < len(runs) else None
+                f["stored"] = dict(want) if want is not None else None
+                if want is None:
+                    f["check"] = "unrecorded"
+                elif want["bytes"] == f.get("bytes") and want["sha256"] == f.get("sha256"):
+                    f["check"] = "ok"
+                else:
+                    f["check"] = "changed"
+                    changed.setdefault(ci, []).append(
+                        f"case {ci} run {k} {stream}: changed on the host since it was stored: now {f.get('bytes')} "
+                        f"bytes, sha256 {f.get('sha256')}; stored {want['bytes']} bytes, sha256 {want['sha256']}"
+                    )
+    problems: dict[int, list[str]] = dict(changed)
+    for ci in sorted(stored):
+        if case is not None and ci != case:
+            continue
+        cases.add(ci)
+        gone = [(k, s, run[s]) for k, run in enumerate(stored[ci]) for s in STREAMS
+                if s in run and (ci, k, s) not in seen]  # fmt: skip
+        logs.missing += [{"case_index": ci, "run": k, "stream": s, **f} for k, s, f in gone]
+        if not gone:
+            continue
+        total = sum(len(run) for run in stored[ci])
+        what = "gone from the host" if len(gone) == total else f"{len(gone)} of {total} outputs gone from the host"
+        named = "; ".join(_file_text(s, k, f) for k, s, f in gone[:LISTED_FILES])
+        if len(gone) > LISTED_FILES:
+            rest = gone[LISTED_FILES:]
+            named += f"; and {counted(len(rest), 'more file')} ({sum(f['bytes'] for _, _, f in rest)} bytes)"
+        problems.setdefault(ci, []).insert(0, f"case {ci}: {what}; stored: {named}")
+    logs.problems = [line for ci in sorted(problems) for line in problems[ci]]
+    if logs.problems:
+        logs.error = f"{len(problems)} of {counted(len(cases), 'case')}: outputs gone from the host or changed"
+        logs.hint = (
+            "orch keeps each output's size and sha256, not the output: what is gone cannot be fetched, and a "
+            "changed file is not what the stored result was parsed from"
+        )
 
 
 KEEPS_OUTPUTS = "the host keeps outputs only for command suites (YAML suites with a `command:`)"
@@ -94,11 +196,13 @@ def check_case(run_id: str, case: int | None, totals: list[int | None]) -> None:
 
 async def fetch_logs(
     inventory: Inventory, run_id: str, run_hosts: list[str], *, host: str | None = None, case: int | None = None,
-    timeout_s: float = 10.0, suite: str | None = None,
+    timeout_s: float = 10.0, suite: str | None = None, stored: StoredOutputs | None = None,
 ) -> list[HostLogs]:  # fmt: skip
     """The kept outputs of run ``run_id`` (whose hosts are ``run_hosts``, its suite ``suite``), from ``host`` or
     every host, for ``case`` (its index in the run) or every case. Raises UsageError for a host that is not in
-    the run, or a suite that keeps no outputs (``check_keeps_outputs``), before connecting to any host."""
+    the run, or a suite that keeps no outputs (``check_keeps_outputs``), before connecting to any host.
+    ``stored`` (store/outputs_repo.py's ``stored_outputs``): what the store recorded of each output, which every
+    fetched file is checked against (:func:`check_outputs`); None: nothing stored (every file ``unrecorded``)."""
     if suite is not None:
         check_keeps_outputs(run_id, suite)
     names = run_hosts
@@ -107,7 +211,10 @@ async def fetch_logs(
             raise UsageError(f"host {host!r} is not part of run {run_id}", f"its hosts: {', '.join(run_hosts)}")
         names = [host]
     hosts = [inventory.host(n) for n in names]
-    outs = await fanout(hosts, lambda h: _host_logs(h, run_id, case, timeout_s), deadline_s=LOGS_TIMEOUT_S + 60)
+    known = stored or {}
+    outs = await fanout(
+        hosts, lambda h: _host_logs(h, run_id, case, timeout_s, known.get(h.name, {})), deadline_s=LOGS_TIMEOUT_S + 60
+    )
     result = []
     for o in outs:
         if o.value is not None:

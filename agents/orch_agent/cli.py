@@ -49,7 +49,8 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   ``follow``, ``cancel`` and ``start`` answer such a run with exit 3, code ``pid_unreadable``, naming the pid file.
 - ``logs RUN_ID [--case N] [--parsed]``: the full outputs a ``command`` run kept on the host
   (``benches/command.py``): ``{"run_id", "host", "cases": [{"case_index", "runs": [{"run", "stdout"|"stderr"|
-  "output": {"text", "bytes", "sha256"}}]}]}``; with ``--parsed --case N``, ``{"run_id", "host", "case_index",
+  "output": {"text", "encoding", "bytes", "sha256"}}]}]}`` (``text`` the file itself when it is UTF-8, its base64
+  when ``encoding`` is ``"base64"``); with ``--parsed --case N``, ``{"run_id", "host", "case_index",
   "outputs": [text, ...]}``: what orch parses, one per timed run.
 - ``version``: ``{"agent_version", "python", "protocol"}``.
 """
@@ -545,11 +546,18 @@ def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
 
 
 def _read_text(path: str) -> dict[str, Any]:
+    """``{"text", "encoding", "bytes", "sha256"}`` of the file at ``path``: ``text`` is the file itself when it is
+    valid UTF-8 (``encoding`` ``"utf-8"``), else its base64 (``"base64"``), so no byte is ever replaced."""
+    import base64
     import hashlib
 
     with open(path, "rb") as f:
         data = f.read()
-    return {"text": data.decode("utf-8", "replace"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    try:
+        text, encoding = data.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        text, encoding = base64.b64encode(data).decode("ascii"), "base64"
+    return {"text": text, "encoding": encoding, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

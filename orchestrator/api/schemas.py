@@ -6,7 +6,7 @@ Units: ``time_ms`` ms, ``us_per_token`` µs, ``gbps`` GB/s (1e9 B/s), ``tflops``
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -291,10 +291,31 @@ class ProjectionPage(BaseModel):
     items: list[ProjectionOut]
 
 
-class OutputFileOut(BaseModel):
-    text: str = Field(description="the whole file as the tool wrote it (UTF-8, undecodable bytes replaced)")
-    bytes: int = Field(description="size on the host, bytes")
+class StoredFileOut(BaseModel):
+    bytes: int = Field(description="size the host measured when the case ended, bytes")
     sha256: str
+
+
+class OutputFileOut(BaseModel):
+    text: str = Field(description="the whole file: itself when `encoding` is utf-8, its base64 when base64")
+    encoding: Literal["utf-8", "base64"] = Field(
+        description="utf-8: the file is valid UTF-8 and `text` is it; base64: it is not, and `text` is its base64"
+    )
+    bytes: int = Field(description="size on the host now, bytes")
+    sha256: str = Field(description="of the file on the host now")
+    check: Literal["ok", "changed", "unrecorded"] = Field(
+        description="against the size and sha256 stored with the result: ok (equal), changed (either differs), "
+        "unrecorded (no stored result names this file, e.g. a case that failed)"
+    )
+    stored: StoredFileOut | None = Field(default=None, description="what the stored result recorded, if any")
+
+
+class MissingFileOut(BaseModel):
+    case_index: int
+    run: int = Field(description="timed run of the case, from 0")
+    stream: str = Field(description="stdout, stderr or output")
+    bytes: int = Field(description="stored size, bytes")
+    sha256: str = Field(description="stored sha256")
 
 
 class RunOutputsOut(BaseModel):
@@ -312,8 +333,12 @@ class CaseOutputsOut(BaseModel):
 class HostLogsOut(BaseModel):
     host: str
     cases: list[CaseOutputsOut]
-    error: str | None = Field(description="why this host could not answer (the others still do)")
+    error: str | None = Field(
+        description="why this host could not answer (the others still do), or that outputs are gone or changed"
+    )
     hint: str | None = None
+    missing: list[MissingFileOut] = Field(description="stored outputs the host no longer has")
+    problems: list[str] = Field(description="one line per case with gone outputs and per changed file")
 
 
 class RunLogsOut(BaseModel):

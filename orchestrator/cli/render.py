@@ -1169,31 +1169,69 @@ def import_outcome(o: Any) -> None:
 
 
 
+def _log_bytes(f: dict[str, Any]) -> bytes:
+    """The file's bytes from one ``agent logs`` entry (``text`` is base64 when ``encoding`` says so)."""
+    import base64
+
+    text = str(f.get("text", ""))
+    return base64.b64decode(text) if f.get("encoding") == "base64" else text.encode("utf-8")
+
+
 def run_logs(run_id: str, hosts: list[Any]) -> None:
-    """``orch runs logs``: per host, case and timed run, a header line (stream, bytes, sha256) and the text as
-    the tool wrote it; a host that could not answer gets a red line. On a terminal, control characters (the
-    host's ANSI/OSC escapes, bidi overrides) are shown as escapes (:func:`visible`); a pipe or file gets the text
-    byte for byte."""
+    """``orch runs logs``: per host, case and timed run, a header line (stream, bytes, sha256; a file changed on
+    the host since its result was stored says so with the stored size and sha256) and the file as the tool wrote
+    it; then, on stderr, one red line per case whose outputs are gone from the host and per changed file, and a
+    host that could not answer. A pipe or file gets every output byte for byte (not UTF-8 included). On a
+    terminal, control characters (the host's ANSI/OSC escapes, bidi overrides) are shown as escapes
+    (:func:`visible`), and a file that is not UTF-8 is shown with U+FFFD for its undecodable bytes, under a line
+    that says so and how to get the bytes."""
     out = sys.stdout
-    shown = (lambda t: visible(t, lines=True)) if out.isatty() else (lambda t: t)
+    tty = out.isatty()
+    buf = getattr(out, "buffer", None)
+
+    def write(data: bytes) -> None:
+        if buf is not None:
+            out.flush()
+            buf.write(data)
+        else:  # a text-only stream (tests): what it can hold
+            out.write(data.decode("utf-8", "replace"))
+
     for h in hosts:
-        if h.error:
-            hint = f" ({escape(h.hint)})" if h.hint else ""
-            console().print(f"[red]{escape(h.host)}: {escape(h.error)}[/red]{hint}", soft_wrap=True)
-            continue
         for c in h.cases:
             for r in c.get("runs", []):
                 for stream in ("stdout", "stderr", "output"):
                     f = r.get(stream)
                     if not isinstance(f, dict):
                         continue
-                    out.write(
-                        shown(f"==> {h.host} case {c.get('case_index')} run {r.get('run')} {stream} ")
-                        + f"({f.get('bytes')} bytes, sha256 {f.get('sha256')}) <==\n"
+                    where = f"{h.host} case {c.get('case_index')} run {r.get('run')} {stream}"
+                    stored = f.get("stored") if f.get("check") == "changed" else None
+                    flag = (
+                        f" CHANGED since stored ({stored.get('bytes')} bytes, sha256 {stored.get('sha256')})"
+                        if isinstance(stored, dict)
+                        else ""
                     )
-                    text = shown(str(f.get("text", "")))
-                    out.write(text if text.endswith("\n") or not text else text + "\n")
+                    header = f"==> {visible(where, lines=True) if tty else where} "
+                    header += f"({f.get('bytes')} bytes, sha256 {f.get('sha256')}){flag} <==\n"
+                    data = _log_bytes(f)
+                    if tty:
+                        text = data.decode("utf-8", "replace")
+                        if f.get("encoding") == "base64":
+                            header += (
+                                "(not UTF-8: shown with U+FFFD for undecodable bytes; the exact bytes: redirect "
+                                "this command to a file, or --json, whose text is the base64 of the file)\n"
+                            )
+                        text = visible(text, lines=True)
+                        out.write(header + (text if text.endswith("\n") or not text else text + "\n"))
+                    else:
+                        write(header.encode("utf-8") + data + (b"" if data.endswith(b"\n") or not data else b"\n"))
     out.flush()
+    err = err_console()
+    for h in hosts:
+        for line in getattr(h, "problems", None) or []:
+            err.print(f"[red]{escape(h.host)} {escape(line)}[/red]", soft_wrap=True)
+        if h.error:
+            hint = f" ({escape(h.hint)})" if h.hint else ""
+            err.print(f"[red]{escape(h.host)}: {escape(h.error)}[/red]{hint}", soft_wrap=True)
 
 
 def run_conditions(run: Any, results: list[Any]) -> None:

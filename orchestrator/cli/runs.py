@@ -223,18 +223,23 @@ def logs(
     json_out: JsonOpt = False,
 ) -> None:
     """The full stdout/stderr/output of a command suite's runs, fetched from the hosts that kept them (results
-    store excerpts, sizes and sha256). Exit 1 when a host could not answer, 2 for a --case out of the run's range."""
+    store excerpts, sizes and sha256). Every file is checked against the size and sha256 stored with its result.
+    Exit 1 when a host could not answer or an output is gone from it or changed, 2 for a --case out of range."""
     import asyncio
 
     from orchestrator.runlogs import check_case, check_keeps_outputs, fetch_logs
+    from orchestrator.store.outputs_repo import stored_outputs
 
     app = app_context(ctx)
     with _store(ctx) as store:
         detail = store.get_run(store.resolve_run_id(run_id))
+        stored = stored_outputs(store, detail.id, host)
     check_keeps_outputs(detail.id, detail.suite)  # before the inventory: a moe-sweep run has nothing to fetch
     check_case(detail.id, case, [h.cases_total for h in detail.host_runs if host in (None, h.host)])
     inventory = app.inventory()
-    out = asyncio.run(fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, timeout_s=timeout))
+    out = asyncio.run(
+        fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, timeout_s=timeout, stored=stored)
+    )
     if json_out:
         render.print_json({"run_id": detail.id, "hosts": [h.to_dict() for h in out]})
     else:

@@ -196,7 +196,9 @@ def test_large_outputs_stay_on_the_host_all_results_stored_and_logs_fetch_them(
         (api_case,) = r.json()["hosts"][0]["cases"]
         assert api_case["case_index"] == 2 and len(api_case["runs"]) == 300
         assert api_case["runs"][0]["stdout"]["text"] == (expected + b"tput: 3\n").decode()
-        assert api_case["runs"][0]["stderr"] == {"text": "", "bytes": 0, "sha256": hashlib.sha256(b"").hexdigest()}
+        empty = hashlib.sha256(b"").hexdigest()
+        assert api_case["runs"][0]["stderr"] == {"text": "", "encoding": "utf-8", "bytes": 0, "sha256": empty,
+                                                 "check": "ok", "stored": {"bytes": 0, "sha256": empty}}  # fmt: skip
         bad = client.get(f"/api/v1/runs/{run_id}/logs", params={"host": "gpu-z"})
         assert bad.status_code == 400 and "not part of run" in bad.json()["detail"]
 

@@ -19,14 +19,18 @@ async def run_logs(
     case: Annotated[int | None, Query(ge=0, description="case index in the run (default: every case)")] = None,
 ) -> RunLogsOut:  # fmt: skip
     """Full stdout/stderr/output of each timed run, read on the hosts over SSH (the server's ``ORCH_INVENTORY``
-    names them); results only carry excerpts, sizes and sha256. A host that cannot answer has ``error`` set."""
+    names them); results only carry excerpts, sizes and sha256, which every fetched file is checked against.
+    A host that cannot answer, or whose outputs are gone or changed (``missing``, ``problems``), has ``error`` set."""
     from orchestrator.inventory import load_inventory
     from orchestrator.runlogs import fetch_logs
+    from orchestrator.store.outputs_repo import stored_outputs
 
     detail = store.get_run(run_id)
+    stored = stored_outputs(store, detail.id, host)
     try:
         inventory = load_inventory(request.app.state.settings.inventory)
-        hosts = await fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, suite=detail.suite)
+        hosts = await fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, suite=detail.suite,
+                                 stored=stored)  # fmt: skip
     except (InventoryError, SelectionError) as exc:
         raise HTTPException(503, f"this server cannot reach the run's hosts: {exc.message}") from None
     return RunLogsOut.model_validate({"run_id": detail.id, "hosts": [h.to_dict() for h in hosts]})
