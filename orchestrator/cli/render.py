@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 from orchestrator.analysis.compare import is_wide, relative_spread
+from orchestrator.cli.prose import ProseConsole
 from orchestrator.errors import OrchError
 from orchestrator.netaddr import host_port
 from orchestrator.numfmt import number
@@ -38,12 +39,12 @@ PIPE_WIDTH = 100
 
 @cache
 def console() -> Console:
-    return Console(highlight=False, emoji=False, width=_width(sys.stdout))
+    return ProseConsole(highlight=False, emoji=False, width=_width(sys.stdout))
 
 
 @cache
 def err_console() -> Console:
-    return Console(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr))
+    return ProseConsole(stderr=True, highlight=False, emoji=False, width=_width(sys.stderr))
 
 
 # C0/C1 control characters, line/paragraph separators and bidi overrides: a terminal would act on them (ESC starts
@@ -169,6 +170,8 @@ def doctor_table(report: Any) -> None:
     long for a column per check get one column saying what did not pass (``_doctor_layout``)."""
     from rich.table import Table
 
+    from orchestrator.cli.fit import table_width
+
     columns = report.columns  # doctor.CHECK_NAMES, plus slurm/partition/node for a Slurm group
     table = Table(title="orch doctor", show_lines=False)
     addresses = [safe(host_port(h.address, h.port) if h.port else (h.address or "local")) for h in report.hosts]
@@ -176,9 +179,15 @@ def doctor_table(report: Any) -> None:
     layout = _doctor_layout(columns, headers, [len(h.host) for h in report.hosts], [len(a) for a in addresses])
     # host and address are never cut (an address without its port names another host) while they fit; the checks'
     # cells give way first, then the column per check; a name longer than the terminal folds as a last resort
-    if layout == "stacked":
-        longest = max(len(h.host) for h in report.hosts)  # the name whole if a 10-column checks cell fits beside
-        table.add_column("host / address", overflow="fold", width=max(14, min(longest, console().width - 17)))
+    # a name too long for even a 10-column checks cell beside it (66 characters in 80 columns) gets the table's
+    # whole width, with the address and the checks under it
+    alone = layout == "stacked" and table_width([max(len(h.host) for h in report.hosts), 10]) > console().width
+    if alone:
+        longest = max(len(h.host) for h in report.hosts)  # folds only when longer than the terminal's width
+        table.add_column("host / address / checks", overflow="fold", width=min(longest, console().width - 4))
+    elif layout == "stacked":
+        longest = max(len(h.host) for h in report.hosts)  # the name whole: a 10-column checks cell fits beside
+        table.add_column("host / address", overflow="fold", width=max(14, longest))
     else:
         table.add_column("host", style="bold", no_wrap=True,
                          min_width=max((len(h.host) for h in report.hosts), default=4))  # fmt: skip
@@ -187,13 +196,22 @@ def doctor_table(report: Any) -> None:
         for name in columns:
             table.add_column(headers.get(name, name), justify="center", overflow="fold")
     else:
-        table.add_column("checks", overflow="fold", min_width=10)
+        if not alone:
+            table.add_column("checks", overflow="fold", min_width=10)
         headers = {}
     notes: list[str] = []
     for h, address in zip(report.hosts, addresses, strict=True):
         by_name = {c.name: c for c in h.checks}
-        row = [f"[bold]{safe(h.host)}[/bold]\n  {address}"] if layout == "stacked" else [safe(h.host), address]
-        if layout != "per_check":
+        row: list[Any] = [safe(h.host), address]
+        if layout == "stacked":
+            row = [f"[bold]{safe(h.host)}[/bold]\n  {address}"]
+        if alone:
+            from rich.console import Group
+            from rich.padding import Padding
+
+            under = f"{address}\n{_checks_cell([by_name.get(name) for name in columns], columns)}"
+            row = [Group(f"[bold]{safe(h.host)}[/bold]", Padding(under, (0, 0, 0, 2)))]
+        elif layout != "per_check":
             row.append(_checks_cell([by_name.get(name) for name in columns], columns))
         for name in columns:
             c = by_name.get(name)
@@ -577,7 +595,7 @@ def run_detail(run: Any, results: list[Any]) -> None:
             _fmt(p.plateau_from_m if p else None), safe((h.error or "").splitlines()[-1] if h.error else ""),
         ))  # fmt: skip
     keep = ("host", "status", "results", "errors")
-    c.print(_fitted_table("Hosts", cols, host_rows, keep=keep, wrap=("GPU", "error")))
+    _hosts_table(c, cols, host_rows, keep=keep)
     for h in run.host_runs:  # the errors of attempts a resume followed again: history, not the current status
         drops, first = (h.info or {}).get("reconnects"), (h.info or {}).get("first_drop")
         if isinstance(drops, int) and drops > 0 and isinstance(first, str):
@@ -590,9 +608,13 @@ def run_detail(run: Any, results: list[Any]) -> None:
         p = plateaus.get(host)
         title = safe(host) + (f" — {_plateau_text(p)}" if p is not None else "")
         if run.suite == "overheads":
-            c.print(_items_table(title, rows))
+            table = _items_table(title, rows)
         else:
-            c.print(_moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows))
+            table = _moe_table(title, rows) if run.suite == "moe-sweep" else _generic_table(title, rows)
+        # the title (host name first) wrapped at the console's width, not folded at the table's
+        c.print(table.title, style="table.title")
+        table.title = None
+        c.print(table)
         if run.suite == "moe-sweep":
             for note in percent_reasons(host, run.host_run(host), rows):
                 c.print(f"[dim]{safe(note, lines=True)}[/dim]")  # prose: wrapped at words, at the width
@@ -611,22 +633,35 @@ def run_detail(run: Any, results: list[Any]) -> None:
                         soft_wrap=True)  # fmt: skip
 
 
-def _fitted_table(
-    title: str, cols: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep: tuple[str, ...], wrap: tuple[str, ...]
-) -> Any:
-    """A table that fits a narrow terminal: columns whose every cell is empty or ``-`` are left out (except
-    ``keep``), and only the ``wrap`` columns (free text) fold; the others — ids, host names, statuses, counts —
-    are never broken inside a word."""
-    from rich.table import Table
+_HOSTS_DROP = {"status": 1, "results": 2, "errors": 3, "error": 4, "warnings": 5, "GPU": 6, "plateau M": 7,
+               "roof GB/s": 8, "agent": 9}  # fmt: skip
+"""The order in which ``runs show``'s Hosts table leaves columns out when the terminal is too narrow (highest
+first); the host name is never left out nor broken."""
+
+
+def _hosts_table(c: Any, cols: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep: tuple[str, ...]) -> None:
+    """``runs show``'s Hosts table laid out by ``fit.print_fitted``: columns whose every cell is empty or ``-``
+    are left out (except ``keep``); host names, statuses, counts and ids are never broken; GPU and error wrap at
+    words; what does not fit is left out (``_HOSTS_DROP``) and named under the table."""
+    from orchestrator.cli.fit import Col, least_width, print_fitted, table_width
 
     shown = [i for i, col in enumerate(cols) if col in keep or any(row[i] not in ("", "-") for row in rows)]
-    t = Table(title=title, title_justify="left")
-    for i in shown:
-        folds = cols[i] in wrap
-        t.add_column(cols[i], overflow="fold", no_wrap=not folds, ratio=1 if folds else None)
-    for row in rows:
-        t.add_row(*(row[i] for i in shown))
-    return t
+    columns = [Col(cols[i], [row[i] for row in rows], drop=_HOSTS_DROP.get(cols[i]), wrap=cols[i] in ("GPU", "error"))
+               for i in shown]  # fmt: skip
+    if table_width([least_width(col) for col in columns if col.header in keep]) <= c.width:
+        print_fitted(c, "Hosts", columns)
+        return
+    # a host name too long for its status and counts beside it: one column, each host's fields under its name
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.table import Table
+
+    t = Table(title="Hosts", title_justify="left")
+    t.add_column("host / " + ", ".join(col.header for col in columns[1:]), overflow="fold")
+    for r in range(len(rows)):
+        fields = "; ".join(f"{col.header} {col.cells[r]}" for col in columns[1:] if col.cells[r] not in ("", "-"))
+        t.add_row(Group(columns[0].cells[r], Padding(fields, (0, 0, 0, 2))))
+    c.print(t)
 
 
 def _items_table(title: str, rows: list[Any]) -> Any:

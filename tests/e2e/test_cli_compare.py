@@ -67,7 +67,8 @@ def test_table_marks_cases_within_noise(orch: Orch, store: Store) -> None:
     assert "geometric mean head/base: 0.687 over 2 cases: 1 regression, 1 noisy: not judged (paired on host+case)" in (
         res.stdout
     )
-    note = " ".join(line for line in lines if "marked noisy" in line)
+    flat = " ".join(res.stdout.split())  # the note wraps at words to the width
+    note = flat[flat.index("1 case marked noisy") :]
     assert note.startswith("1 case marked noisy: a p10–p90 spread wider than 20% of the median")
     assert "more --repeat" in note
 
