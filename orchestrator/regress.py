@@ -22,6 +22,7 @@ from orchestrator.analysis.stats import ALPHA
 from orchestrator.errors import IncomparableError, OrchError, UsageError
 from orchestrator.inventory import Inventory
 from orchestrator.runner import Observer, Runner, RunOutcome, RunRequest
+from orchestrator.store.compute import short_run_id
 from orchestrator.store.coverage_repo import CaseRef, Coverage, coverage
 from orchestrator.store.records import CompareCase, Comparison
 from orchestrator.store.repo import Store
@@ -135,7 +136,7 @@ def rerun_request(
     unknown = [h for h in chosen if h not in detail.hosts]
     if unknown:
         raise UsageError(
-            f"run {detail.id} did not run on {', '.join(unknown)}",
+            f"run {short_run_id(detail.id)} did not run on {', '.join(unknown)}",
             f"its hosts: {', '.join(detail.hosts)}",
         )
     return RunRequest(
@@ -168,7 +169,8 @@ def parse_cases(store: Store, run_id: str, specs: Sequence[str]) -> list[dict[st
             want[key.strip()] = value.strip()
         hits = [c for c in stored if all(k in c and str(c[k]) == v for k, v in want.items())]
         if not hits:
-            raise UsageError(f"--cases {spec!r} matches no case of run {run_id}", f"see them: orch runs show {run_id}")
+            raise UsageError(f"--cases {spec!r} matches no case of run {short_run_id(run_id)}",
+                             f"see them: orch runs show {short_run_id(run_id)}")
         out.extend(h for h in hits if h not in out)
     return out
 
@@ -455,7 +457,8 @@ async def check(
     ``incomplete`` (exit 1) unless ``allow_missing``; they are reported either way."""
     if head == base:
         raise UsageError(
-            f"orch runs check: HEAD and --base are the same run ({head}): a run compared with itself shows nothing",
+            f"orch runs check: HEAD and --base are the same run ({short_run_id(head)}): a run compared with itself "
+            "shows nothing",
             "pass the candidate as HEAD and an earlier run as --base: `orch runs check latest --base latest~1`",
         )
     if min_change is not None and not (0.0 <= min_change < 10.0):
@@ -480,12 +483,14 @@ async def check(
     rerun = await Runner(inventory, store, req, observer, registry=registry).run()
     if not rerun.run_id:  # every host failed before starting: no run stored
         why = "; ".join(f"{h.host}: {h.error}" for h in rerun.hosts)
-        raise OrchError(f"the confirming rerun of run {head} stored nothing: every host failed before starting ({why})",
+        raise OrchError(f"the confirming rerun of run {short_run_id(head)} stored nothing: every host failed before "
+                        f"starting ({why})",
                         "fix the hosts (orch doctor) and run the check again")
     if rerun.status not in ("completed", "partial"):
         raise OrchError(
-            f"the confirming rerun {rerun.run_id} of run {head} is {rerun.status}: nothing to confirm with",
-            f"see why with `orch runs show {rerun.run_id}`",
+            f"the confirming rerun {short_run_id(rerun.run_id)} of run {short_run_id(head)} is {rerun.status}: "
+            "nothing to confirm with",
+            f"see why with `orch runs show {short_run_id(rerun.run_id)}`",
         )
     recheck = store.compare(base, rerun.run_id, metric=cmp.metric)
     again_outcome = CheckOutcome(recheck, _slower(recheck), False, untested=_untested(store, recheck, min_change))
@@ -511,7 +516,7 @@ def _raise_if_head_measured_nothing(store: Store, base: str, head: str, metric: 
     failed = "; ".join(f"{_case_text(f)}: {f.error or 'error'}" for f in cov.failed[:5])
     more = f" (and {len(cov.failed) - 5} more)" if len(cov.failed) > 5 else ""
     raise OrchError(
-        f"head run {head} measured none of the {cov.base_cases} cases of base run {base}"
+        f"head run {short_run_id(head)} measured none of the {cov.base_cases} cases of base run {short_run_id(base)}"
         + (f"; {len(cov.failed)} failed: {failed}{more}" if cov.failed else ""),
-        f"a run that measured nothing cannot pass the gate; see why with `orch runs show {head}`",
+        f"a run that measured nothing cannot pass the gate; see why with `orch runs show {short_run_id(head)}`",
     )

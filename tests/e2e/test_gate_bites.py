@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from orchestrator.protocol import Event
+from orchestrator.store.compute import short_run_id
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch, finished_run, sqlite_db
 
@@ -111,7 +112,8 @@ def test_a_head_whose_every_case_failed_is_a_run_failure_not_a_usage_error(db: t
     assert code == 1, text  # was 2: "share no case ... head has 0"
     flat = " ".join(text.split())
     assert (
-        f"head run {head} measured none of the 2 cases of base run {base}; 2 failed: cpu-0 M=1: boom one; "
+        f"head run {short_run_id(head)} measured none of the 2 cases of base run {short_run_id(base)}; 2 failed: "
+        "cpu-0 M=1: boom one; "
         "cpu-0 M=2: boom two" in flat
     )
     assert "Traceback" not in text
