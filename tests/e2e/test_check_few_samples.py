@@ -42,6 +42,11 @@ def _by_k(items: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(x["case"]["k"]): x for x in items}
 
 
+def _flat(text: str) -> str:
+    """``text`` with its line breaks undone: free text wraps at words to the terminal's width."""
+    return " ".join(text.split())
+
+
 def test_check_never_passes_what_it_cannot_judge(two_hosts: tuple[Orch, list[Any]], tmp_path: Path) -> None:
     orch, _ = two_hosts
     suites, val = tmp_path / "suites", tmp_path / "gate_val"
@@ -58,8 +63,8 @@ def test_check_never_passes_what_it_cannot_judge(two_hosts: tuple[Orch, list[Any
     assert (
         "regression by compare's 5% threshold on the medians: gpu-a k=1 head/base 2.000 (not tested: 1 sample "
         "each, the test needs >= 4 per side; rerun both runs with --repeat 4)"
-    ) in res.stdout
-    assert "regression: 3 cases (0 called slower, 3 beyond the rule on the medians;" in res.stdout
+    ) in _flat(res.stdout)
+    assert "regression: 3 cases (0 called slower, 3 beyond the rule on the medians;" in _flat(res.stdout)
     doc = orch.json("runs", "check", head, "--base", base, expect_rc=1)
     assert doc["verdict"] == "regression" and doc["exit_code"] == 1 and doc["slower"] == []
     k1 = _by_k(doc["untested"])[1]
@@ -75,9 +80,9 @@ def test_check_never_passes_what_it_cannot_judge(two_hosts: tuple[Orch, list[Any
     res = orch("runs", "check", small, "--base", base)
     assert res.returncode == 3, res.stdout + res.stderr
     assert "cannot judge: gpu-a k=2 head/base 1.010 (not tested: 1 sample each, the test needs >= 4 per side; " \
-        "rerun both runs with --repeat 4)" in res.stdout
+        "rerun both runs with --repeat 4)" in _flat(res.stdout)
     assert "inconclusive: 3 cases could not be judged and no case is a regression; rerun both runs with " \
-        "--repeat 4, or decide on the medians with --min-change (exit 3)" in res.stdout
+        "--repeat 4, or decide on the medians with --min-change (exit 3)" in _flat(res.stdout)
     doc = orch.json("runs", "check", small, "--base", base, expect_rc=3)
     assert doc["verdict"] == "inconclusive" and not doc["regression"]
     assert {u["outcome"] for u in doc["untested"]} == {"cannot judge"}
