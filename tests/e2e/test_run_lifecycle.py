@@ -98,11 +98,12 @@ def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, li
     # without --suite-dir the user suite is unknown: exit 2 before any host is touched, naming the suite file
     res = orch("run", "--resume", run_id, "--timeout", str(scaled(30)), timeout=scaled(120))
     assert res.returncode == 2, res.stdout + res.stderr
-    assert f"error: run {run_id} is of suite 'slow-steps', which is not known without its suite file" in res.stderr
+    said = " ".join(res.stderr.split())  # free text wraps at words to the width (a path is never broken)
+    assert f"error: run {run_id} is of suite 'slow-steps', which is not known without its suite file" in said
     assert (
         f"hint: the run was started from {(suites / 'slow.yaml').resolve()}: pass --suite-dir {suites.resolve()} "
         "(or set ORCH_SUITE_DIR); suites known now: "
-    ) in res.stderr, res.stderr
+    ) in said, res.stderr
     after = store.get_run(run_id)
     assert (after.status, [(h.host, h.status) for h in after.host_runs]) == (
         "running", [(h.host, h.status) for h in before.host_runs]
@@ -123,6 +124,7 @@ def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, li
     # importing the spool needs the suite too: exit 2 naming the spool and --suite-dir
     res = orch("runs", "import", str(events), "--host", "gpu-a", timeout=scaled(120))
     assert res.returncode == 2, res.stdout + res.stderr
-    assert f"error: {events}:1: the hello names suite 'slow-steps', unknown to orch here" in res.stderr
-    assert "--suite-dir DIR (or ORCH_SUITE_DIR)" in res.stderr and "Traceback" not in res.stderr
+    said = " ".join(res.stderr.split())
+    assert f"error: {events}:1: the hello names suite 'slow-steps', unknown to orch here" in said
+    assert "--suite-dir DIR (or ORCH_SUITE_DIR)" in said and "Traceback" not in res.stderr
     store.close()

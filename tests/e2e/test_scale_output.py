@@ -58,7 +58,9 @@ def _without_disk_warning(text: str) -> str:
 
 def test_doctor_50_hosts_grouped_text_and_json_unchanged(sshd_bed: SshdBed, tmp_path: Path) -> None:
     orch, bare, addrs, port, fp = _fleet(sshd_bed, tmp_path)
-    res = orch("doctor", "--timeout", "30", timeout=600)
+    # a terminal wide enough for the longest line: the text compared whole (free text wraps at the width, and the
+    # paths in it are as long as the test's tmp_path)
+    res = orch("doctor", "--timeout", "30", timeout=600, columns=400)
     assert res.returncode == 1, res.stderr
     shown = _without_disk_warning(res.stdout)
     py = bare / "bin" / "python"

@@ -220,8 +220,9 @@ def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str
     lines[2] = _result(2, 0, metrics={"wall_ms": {"value": 1.0, "unit": "ms", "median": "fast"}})
     bad = orch(str(_write(tmp_path / "events.jsonl", lines)))
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "partial — 2 results, 1 error stored; run partial" in bad.stdout, bad.stdout
-    assert "1 case failed: agent line 2 (result): metrics: metric 'wall_ms': median must be" in bad.stdout
+    said = " ".join(bad.stdout.split())  # free text wraps at words to the width
+    assert "partial — 2 results, 1 error stored; run partial" in said, bad.stdout
+    assert "1 case failed: agent line 2 (result): metrics: metric 'wall_ms': median must be" in said
     assert "on the host" not in bad.stdout  # nothing lost: the store holds every line the agent wrote
     foreign = orch(str(_write(tmp_path / "moe.jsonl", [echo_lines(suite="moe-sweep")[0], *lines[1:]])))
     assert foreign.returncode == 2 and "Traceback" not in foreign.stderr, foreign.stderr
