@@ -1,8 +1,7 @@
 """Free text (hints, notes, verdict and footer lines) wrapped at word boundaries to the console's width.
 
 Rich wraps a printed string at words but breaks whatever does not fit, a suggested command included
-(``details: orch runs show`` / ``d532c35c``), and a ``soft_wrap=True`` print is not wrapped at all (a hint runs
-past the width). :func:`say` wraps each line of a message itself:
+(``details: orch runs show`` / ``d532c35c``). :func:`say` wraps each line of a message itself:
 
 - at spaces, never inside a word: a word longer than the width (a path, a URL) gets a line of its own, whole;
 - a suggested command (``orch SUBCOMMAND ...`` up to ``;``, ``,``, ``(``, ``)``, a backtick, ``: `` or the end
@@ -88,9 +87,10 @@ def say(console: Any, message: str | Text, *, style: str | None = None) -> None:
 
 
 class ProseConsole(Console):
-    """The CLI's console: a message printed on its own (one markup string or ``Text``, with at most ``style``,
-    ``markup`` and ``soft_wrap``) is prose, wrapped by :func:`wrap` at the width — ``soft_wrap=True`` no longer
-    means "never wrapped"; tables and other renderables print as rich prints them."""
+    """The CLI's console: a message printed on its own (one markup string or ``Text``, with at most ``style``
+    and ``markup``) is prose, wrapped by :func:`wrap` at the width instead of rich's wrap (which breaks a
+    suggested command and drops a line's indentation on the lines it wraps into); ``soft_wrap=True`` lines,
+    tables and other renderables print as rich prints them."""
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if len(objects) == 1 and isinstance(objects[0], (str, Text)) and set(kwargs) <= _PROSE_KWARGS:
@@ -103,4 +103,4 @@ class ProseConsole(Console):
         super().print(*objects, **kwargs)
 
 
-_PROSE_KWARGS = {"soft_wrap", "style", "markup"}
+_PROSE_KWARGS = {"style", "markup"}
