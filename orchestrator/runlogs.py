@@ -27,6 +27,7 @@ LOGS_TIMEOUT_S = 600.0
 
 
 STREAMS = ("stdout", "stderr", "output")
+KEPT = "orch stores each output's size and sha256, not the output"
 LISTED_FILES = 3  # stored files named in one "gone from the host" line; the rest are counted
 
 
@@ -76,19 +77,28 @@ async def _host_logs(
         await t.close()
     doc = _agent_answer(res.stdout)
     code = doc.get("code") if doc is not None else None
+    recorded = case in stored if case is not None else bool(stored)  # the store names outputs to look for
     if res.exit_status == 0 and doc is not None and isinstance(doc.get("cases"), list):
         logs = HostLogs(host.name, cases=doc["cases"])
-    elif code == "no_such_case" and case in stored:  # the host kept nothing of it: the store says what is gone
+    elif code in ("no_such_case", "no_such_run") and recorded:  # kept nothing of it: the store says what is gone
         logs = HostLogs(host.name)
-    elif code == "no_such_run" and stored:  # the whole run directory was removed: every stored output is gone
-        logs = HostLogs(host.name)
+        check_outputs(logs, stored, case)
+        if code == "no_such_run" and doc is not None:
+            logs.hint = f"{doc.get('error')}: the run's directory was removed from the host; {KEPT}"
+        return logs
     else:
         try:
             res.json_object()
             why = "agent logs answered without cases"
         except ValueError as exc:
             why = str(exc)
-        return HostLogs(host.name, error=why)
+        hint = None
+        if code in ("no_such_case", "no_such_run"):
+            from orchestrator.store.compute import short_run_id
+
+            hint = f"no stored result names an output either: `orch runs show {short_run_id(run_id)}` lists the run's"
+            hint += " results and errors"
+        return HostLogs(host.name, error=why, hint=hint)
     check_outputs(logs, stored, case)
     return logs
 
@@ -151,10 +161,7 @@ def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]]
     logs.problems = [line for ci in sorted(problems) for line in problems[ci]]
     if logs.problems:
         logs.error = f"{len(problems)} of {counted(len(cases), 'case')}: outputs gone from the host or changed"
-        logs.hint = (
-            "orch keeps each output's size and sha256, not the output: what is gone cannot be fetched, and a "
-            "changed file is not what the stored result was parsed from"
-        )
+        logs.hint = f"{KEPT}: what is gone cannot be fetched, and a changed file is not what the result was parsed from"
 
 
 KEEPS_OUTPUTS = "the host keeps outputs only for command suites (YAML suites with a `command:`)"

@@ -58,7 +58,7 @@ timeout_s: 120
 """
 
 
-def _setup(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, SshdHost, Path]:
+def _setup(sshd_bed: SshdBed, tmp_path: Path, db_url: str | None = None) -> tuple[Orch, SshdHost, Path]:
     host = sshd_bed.add("gpu-a")
     doc = {
         "defaults": {"python": sys.executable},
@@ -70,7 +70,10 @@ def _setup(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Orch, SshdHost, Path]:
     suites.mkdir()
     (suites / "ec.yaml").write_text(EC)
     (suites / "noisy.yaml").write_text(BINARY)
-    return Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path), host, suites
+    orch = Orch(inv, db_url or f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    up = orch("db", "upgrade")
+    assert up.returncode == 0, up.stdout + up.stderr
+    return orch, host, suites
 
 
 def _run(orch: Orch, suites: Path, suite: str) -> str:
@@ -137,9 +140,18 @@ def test_outputs_gone_from_the_host_are_named_per_case_and_exit_1(sshd_bed: Sshd
     assert h["cases"] == [] and h["error"] == "3 of 3 cases: outputs gone from the host or changed"
     assert [p.split(":")[0] for p in h["problems"]] == ["case 0", "case 1", "case 2"]
 
+    shutil.rmtree(out.parent)  # the run's whole directory removed on the host: the same, and the hint says so
+    doc = orch.json("runs", "logs", run_id, expect_rc=1)
+    (h,) = doc["hosts"]
+    assert [p.split(":")[0] for p in h["problems"]] == ["case 0", "case 1", "case 2"] and len(h["missing"]) == 6
+    assert "the run's directory was removed from the host" in h["hint"], h
 
-def test_an_output_changed_on_the_host_is_flagged_with_both_digests(sshd_bed: SshdBed, tmp_path: Path) -> None:
-    orch, host, suites = _setup(sshd_bed, tmp_path)
+
+def test_an_output_changed_on_the_host_is_flagged_with_both_digests(
+    sshd_bed: SshdBed, tmp_path: Path, db_url: str
+) -> None:
+    """On SQLite and PostgreSQL: the stored sizes and digests are read from either."""
+    orch, host, suites = _setup(sshd_bed, tmp_path, db_url)
     run_id = _run(orch, suites, "ec")
     (_outputs(host, run_id) / "2" / "0.stdout").write_bytes(b"v: 7000\n")
     changed = (f"case 2 run 0 stdout: changed on the host since it was stored: now 8 bytes, sha256 "
