@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from orchestrator.agentctl import run_opts
@@ -230,3 +231,44 @@ async def fetch_logs(
             err: OrchError | None = o.error
             result.append(HostLogs(o.host.name, error=err.message if err else "failed", hint=err.hint if err else None))
     return result
+
+
+def file_bytes(f: dict[str, Any]) -> bytes:
+    """The bytes of one fetched file (``{"text", "encoding"}``: ``text`` is the base64 of them when ``encoding`` is
+    ``"base64"``, else the file itself as UTF-8)."""
+    import base64
+
+    text = str(f.get("text", ""))
+    return base64.b64decode(text) if f.get("encoding") == "base64" else text.encode("utf-8")
+
+
+def save_outputs(hosts: list[HostLogs], folder: Path) -> list[Path]:
+    """Write every fetched file, byte for byte, to ``folder/<host>/<case>/<run>.<stream>`` (the host's own layout
+    under ``outputs/``) and return the paths written, in order. Nothing is overwritten: when any target exists,
+    UsageError names it before anything is written. Raises OrchError naming the path when a write fails."""
+    targets: list[tuple[Path, bytes]] = []
+    for h in hosts:
+        if h.host in ("", ".", "..") or "/" in h.host:
+            raise UsageError(f"host name {h.host!r} cannot name a folder under {folder}", "use --host to pick another")
+        for c in h.cases:
+            for r in c.get("runs", []):
+                for stream in STREAMS:
+                    f = r.get(stream)
+                    if isinstance(f, dict):
+                        name = f"{int(r.get('run', 0))}.{stream}"
+                        targets.append((folder / h.host / str(int(c.get("case_index", 0))) / name, file_bytes(f)))
+    for path, _ in targets:
+        if path.exists() or path.is_symlink():
+            raise UsageError(
+                f"--output: {path} already exists; nothing was written",
+                "pass an empty or new folder to --output (orch never overwrites a saved output)",
+            )
+    for path, data in targets:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "xb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            raise OrchError(f"--output: cannot write {path}: {exc.strerror or exc}",
+                            "check the folder's permissions and free space") from None  # fmt: skip
+    return [p for p, _ in targets]

@@ -1204,14 +1204,6 @@ def import_outcome(o: Any) -> None:
 
 
 
-def _log_bytes(f: dict[str, Any]) -> bytes:
-    """The file's bytes from one ``agent logs`` entry (``text`` is base64 when ``encoding`` says so)."""
-    import base64
-
-    text = str(f.get("text", ""))
-    return base64.b64decode(text) if f.get("encoding") == "base64" else text.encode("utf-8")
-
-
 def run_logs(run_id: str, hosts: list[Any]) -> None:
     """``orch runs logs``: per host, case and timed run, a header line (stream, bytes, sha256; a file changed on
     the host since its result was stored says so with the stored size and sha256) and the file as the tool wrote
@@ -1220,6 +1212,8 @@ def run_logs(run_id: str, hosts: list[Any]) -> None:
     terminal, control characters (the host's ANSI/OSC escapes, bidi overrides) are shown as escapes
     (:func:`visible`), and a file that is not UTF-8 is shown with U+FFFD for its undecodable bytes, under a line
     that says so and how to get the bytes."""
+    from orchestrator.runlogs import file_bytes
+
     out = sys.stdout
     tty = out.isatty()
     buf = getattr(out, "buffer", None)
@@ -1247,19 +1241,33 @@ def run_logs(run_id: str, hosts: list[Any]) -> None:
                     )
                     header = f"==> {visible(where, lines=True) if tty else where} "
                     header += f"({f.get('bytes')} bytes, sha256 {f.get('sha256')}){flag} <==\n"
-                    data = _log_bytes(f)
+                    data = file_bytes(f)
                     if tty:
                         text = data.decode("utf-8", "replace")
                         if f.get("encoding") == "base64":
                             header += (
-                                "(not UTF-8: shown with U+FFFD for undecodable bytes; the exact bytes: redirect "
-                                "this command to a file, or --json, whose text is the base64 of the file)\n"
+                                "(not UTF-8: shown with U+FFFD for undecodable bytes; the exact bytes: --output DIR "
+                                "writes each file as it is, and --json's text is the file's base64)\n"
                             )
                         text = visible(text, lines=True)
                         out.write(header + (text if text.endswith("\n") or not text else text + "\n"))
                     else:
                         write(header.encode("utf-8") + data + (b"" if data.endswith(b"\n") or not data else b"\n"))
     out.flush()
+    logs_problems(hosts)
+
+
+def saved_logs(hosts: list[Any], paths: list[Any]) -> None:
+    """``orch runs logs --output DIR``: one line per file written (its path), then :func:`logs_problems`."""
+    c = console()
+    for p in paths:
+        c.print(escape(visible(str(p))), soft_wrap=True)
+    c.print(f"{counted(len(paths), 'file')} written, byte for byte")
+    logs_problems(hosts)
+
+
+def logs_problems(hosts: list[Any]) -> None:
+    """On stderr, in red: each host's lines about outputs gone from it or changed, and why a host could not answer."""
     err = err_console()
     for h in hosts:
         for line in getattr(h, "problems", None) or []:

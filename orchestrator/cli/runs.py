@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -220,6 +221,11 @@ def logs(
     timeout: Annotated[
         float, typer.Option("--timeout", min=0.1, help="Connect deadline per host, s.")
     ] = 10.0,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write each output byte for byte to DIR/HOST/CASE/RUN.STREAM instead "
+                     "of printing it (never overwrites a file)."),
+    ] = None,  # fmt: skip
     json_out: JsonOpt = False,
 ) -> None:
     """The full stdout/stderr/output of a command suite's runs, fetched from the hosts that kept them (results
@@ -227,7 +233,7 @@ def logs(
     Exit 1 when a host could not answer or an output is gone from it or changed, 2 for a --case out of range."""
     import asyncio
 
-    from orchestrator.runlogs import check_case, check_keeps_outputs, fetch_logs
+    from orchestrator.runlogs import check_case, check_keeps_outputs, fetch_logs, save_outputs
     from orchestrator.store.outputs_repo import stored_outputs
 
     app = app_context(ctx)
@@ -240,8 +246,12 @@ def logs(
     out = asyncio.run(
         fetch_logs(inventory, detail.id, list(detail.hosts), host=host, case=case, timeout_s=timeout, stored=stored)
     )
+    saved = save_outputs(out, output) if output is not None else None
     if json_out:
-        render.print_json({"run_id": detail.id, "hosts": [h.to_dict() for h in out]})
+        doc = {"run_id": detail.id, "hosts": [h.to_dict() for h in out]}
+        render.print_json(doc if saved is None else {**doc, "saved": [str(p) for p in saved]})
+    elif saved is not None:
+        render.saved_logs(out, saved)
     else:
         render.run_logs(detail.id, out)
     raise typer.Exit(1 if any(h.error for h in out) else 0)

@@ -4,7 +4,8 @@ real sshd with a 3-case ``command`` suite:
 - an output removed from the host is one line per case ("case 1: gone from the host; stored: ...") and exit 1,
   in the human output, ``--json`` and the API alike — also with ``--case`` and with all of ``outputs/`` gone;
 - an output changed on the host since it was stored is flagged with both sizes and both sha256, exit 1;
-- bytes that are not UTF-8 come back as they are: byte for byte on a pipe, base64 in JSON (``encoding``).
+- bytes that are not UTF-8 come back as they are: byte for byte on a pipe and in ``--output DIR``'s files, base64 in
+  JSON (``encoding``).
 """
 
 from __future__ import annotations
@@ -196,6 +197,19 @@ def test_bytes_that_are_not_utf8_come_back_as_they_are(sshd_bed: SshdBed, tmp_pa
     head = f"==> gpu-a case 0 run 0 stderr (70000 bytes, sha256 {_sha(raw)}) <==\n".encode()
     assert stdout in res.stdout and res.stdout.endswith(head + raw + (b"" if raw.endswith(NL) else NL))
     assert len(res.stdout) < 70000 + 1000
+
+    saved = tmp_path / "saved"  # --output DIR: each file as it is, in the host's layout
+    res = subprocess.run(orch.argv("runs", "logs", run_id, "--output", str(saved)), cwd=orch.cwd, env=orch.env(),
+                         capture_output=True, timeout=240)  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (saved / "gpu-a" / "0" / "0.stderr").read_bytes() == raw
+    assert (saved / "gpu-a" / "0" / "0.stdout").read_bytes() == stdout
+    assert b"2 files written, byte for byte" in res.stdout and raw not in res.stdout
+    again = orch("runs", "logs", run_id, "--output", str(saved))  # never overwritten: a usage error naming the file
+    assert again.returncode == 2, again.stdout + again.stderr
+    err = " ".join(again.stderr.split())
+    assert f"--output: {saved / 'gpu-a' / '0'}/0." in err and "already exists; nothing was written" in err, err
+    assert (saved / "gpu-a" / "0" / "0.stderr").read_bytes() == raw
 
 
 def test_utf8_outputs_stay_text_in_json(sshd_bed: SshdBed, tmp_path: Path) -> None:

@@ -63,5 +63,5 @@ def test_run_logs_says_a_terminal_sees_lossy_text_and_how_to_get_the_bytes(monke
     monkeypatch.setattr(sys, "stdout", out)
     render.run_logs("r", _binary_hosts())
     text = out.getvalue()
-    assert "(not UTF-8: shown with U+FFFD for undecodable bytes; the exact bytes: redirect" in text
+    assert "(not UTF-8: shown with U+FFFD for undecodable bytes; the exact bytes: --output DIR" in text
     assert "\ufffd\ufffd\u2400ok\\x1b[2J\n" in text and "\x1b" not in text
