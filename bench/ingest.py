@@ -52,7 +52,7 @@ def spool(line_bytes: int, rows: int) -> bytes:
     out = [json.dumps({"v": 1, "seq": 0, "type": "hello", "agent_version": "0" * 64, "facts": {}, "cases_total": rows})]
     for i in range(rows):
         doc: dict[str, Any] = {
-            "v": 1, "seq": i + 1, "type": "result", "ts": 1.8e9 + i, "case_index": i, "case": {"ms": i},
+            "v": 1, "seq": i + 1, "type": "result", "ts": 1.79e9 + i, "case_index": i, "case": {"ms": i},
             "metrics": {"time_ms": {"value": 1.0 + i % 7, "unit": "ms", "n": 1}}, "info": {"pad": ""},
         }  # fmt: skip
         short = len(json.dumps(doc, separators=(",", ":"))) + 1

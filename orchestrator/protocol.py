@@ -28,7 +28,9 @@ import json
 import math
 import re
 import sys
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 import orjson
@@ -42,6 +44,15 @@ The store keeps every metric number (value, statistics, samples) as a double, so
 stored with its low digits invented (2**63 - 1 as 9223372036854775808): one rule, for the agent's lines
 (``parse_metric``, ``store/compute.clean_metrics``) and for the parsers of tools' output (``parsers/base.py``),
 refuses such an integer instead. A float is taken as it is (it is a double already)."""
+TS_MIN = 946_684_800.0
+"""The earliest ``ts`` orch takes: 2000-01-01T00:00:00Z in unix seconds. No agent of orch ran before it; an
+earlier ts is a host whose clock was never set (1970) or a line that was changed."""
+TS_AHEAD_S = 86_400.0
+"""How far past orch's own clock a line's ``ts`` may be (1 day, in seconds): room for a host clock that is off by
+hours (NTP not yet synced, a wrong time zone set as UTC), not for a line dated years ahead. The agent writes
+``time.time()`` of its host (``agents/orch_agent/spool.py``); the store turns ts into the time of a result or error
+row and, on import, the run's start: a ts past year 9999 crashed the import, and one in year 5138 sorted the run
+first in ``orch runs list``."""
 JUDGED_KEY = "agent_result"
 """``info`` key of an error row that orch made from the agent's ``result`` line (a suite's parser judged the tool's
 output, ``suites/command.py``, or the line's metrics broke the rules above, ``ingest.SpoolLines``): the agent counted
@@ -273,6 +284,22 @@ def unholdable_problem(value: Any, where: str = "") -> str | None:
     return None
 
 
+def ts_problem(ts: float, now: float | None = None) -> str:
+    """The sentence for a ``ts`` outside :data:`TS_MIN` .. ``now`` + :data:`TS_AHEAD_S` (``now``: unix seconds,
+    default the clock), naming the date it would be (when a datetime holds it) and the accepted range."""
+    now = time.time() if now is None else now
+    try:
+        when = f" ({datetime.fromtimestamp(ts, timezone.utc):%Y-%m-%d %H:%M:%S} UTC)"
+    except (OverflowError, OSError, ValueError):
+        when = " (outside the years 1-9999)"
+    latest = datetime.fromtimestamp(now + TS_AHEAD_S, timezone.utc)
+    return (
+        f"ts {ts!r}{when} is outside the accepted range of ts, unix seconds from {TS_MIN:.0f} "
+        f"(2000-01-01 00:00:00 UTC) to {now + TS_AHEAD_S:.0f} ({latest:%Y-%m-%d %H:%M:%S} UTC, orch's clock + "
+        "1 day): the host's clock is wrong or the line was changed; its content is not trusted"
+    )
+
+
 def error_event(seq: int, message: str, **extra: Any) -> Event:
     return Event(seq=seq, type="error", data={"message": message, **extra})
 
@@ -373,6 +400,9 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
         return error_event(pos, f"agent line {pos} ({typ}): ts must be unix seconds (a finite number), got {ts!r:.80}",
                            kind="protocol", line_type=typ, **case_fields(doc))  # fmt: skip
     ts_f = float(ts) if ts is not None else None
+    if ts_f is not None and not TS_MIN <= ts_f <= time.time() + TS_AHEAD_S:
+        return error_event(pos, f"agent line {pos} ({typ}): {ts_problem(ts_f)}",
+                           kind="protocol", line_type=typ, **case_fields(doc))  # fmt: skip
     return Event(seq=pos, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc, plain=plain)
 
 

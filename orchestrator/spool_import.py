@@ -7,13 +7,26 @@ longer than the cap is one error row and memory stays bounded), each line an eve
 (idempotent on (run, host, position): importing twice, or a spool orch already followed in part, stores each line
 once), and at the ``done`` line the same reconciliation (``ingest.host_verdict``) and run status.
 
-The run is the one named by the spool's ``hello`` (its ``run_id``); it is created when the store does not hold it.
+The run is the one named by the spool's ``hello`` (its ``run_id``); it is created when the store does not hold it,
+started at the hello's ``ts`` — which must lie in the range every line's ts is held to (``protocol.TS_MIN`` ..
+orch's clock + ``protocol.TS_AHEAD_S``): a hello outside it is refused (exit 2, naming ``PATH:1`` and the range),
+any other line outside it is one error row, as on the live path.
+
+A last line without its newline is never imported, even when its bytes are a whole JSON ``done`` line. The agent
+writes every line whole with its newline in one write (``agents/orch_agent/spool.py``; a failed write is truncated
+back), so a line without one is a copy made while the agent wrote it, or a copy that was cut: whether the bytes
+are all of the line is not known. The live path does the same (``transport.lines``: an unfinished last line is
+never yielded). The import says so — "the last line (N bytes) has no newline: the spool was copied while the agent
+wrote it, or cut" — never that the file is empty, and leaves the host ``running`` (not ended: a fuller copy,
+imported again, stores the rest). When those bytes read as a done line, it adds how to finish a copy that only
+lost its final newline.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import shlex
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -71,11 +84,44 @@ def _lines(path: Path, splitter: LineSplitter) -> Iterator[Line]:
             yield from splitter.feed(chunk)
 
 
-def _hello(path: Path, first: Line | None) -> Event:
+def _no_newline(path: Path, pending: int) -> str:
+    """The sentence for ``pending`` bytes after the file's last newline (a last line without its newline), with
+    how to finish the copy when those bytes read as a whole ``done`` line that only lost its newline."""
+    says = (f"the last line ({pending:,} bytes) has no newline: the spool was copied while the agent wrote it, or "
+            "cut; that line was not imported (the agent writes every line whole, with its newline)")  # fmt: skip
+    if pending <= _DONE_LINE_MAX:
+        try:
+            with open(path, "rb") as f:
+                f.seek(-pending, 2)
+                doc = json.loads(f.read())
+        except (OSError, ValueError):
+            doc = None
+        if isinstance(doc, dict) and doc.get("type") == "done":
+            says += ("; it reads as the done line: copy the spool again once the agent has ended, or, if this copy "
+                     "is known whole but for its final newline, add it "
+                     f"(printf '\\n' >> {shlex.quote(str(path))}) and import again")  # fmt: skip
+    return says
+
+
+_DONE_LINE_MAX = 64 * 1024  # a done line is ~150 bytes; a longer unfinished last line is not read back to look
+
+
+def _hello(path: Path, first: Line | None, pending: int) -> Event:
     where = f"{path}:1"
     if first is None:
-        raise UsageError(f"{path} is empty: not an orch agent spool", "pass a host's events.jsonl")
+        if pending:
+            raise UsageError(
+                f"{path}: {_no_newline(path, pending)}; the file holds no whole line, nothing was imported",
+                "copy the spool again once the agent has written its first line whole (its hello)",
+            )
+        raise UsageError(f"{path} is empty (0 bytes): not an orch agent spool", "pass a host's events.jsonl")
     ev = SpoolLines(0).event(first)
+    if ev.type == "error" and ev.data.get("line_type") == "hello":  # a hello, refused for a field: say which
+        raise UsageError(
+            f"{where}: the hello line is refused: {ev.data.get('message')}; nothing was imported",
+            "import the spool as the agent wrote it; a hello's ts is the host's clock when the run started (set "
+            "the host's clock, e.g. with NTP, for later runs)",
+        )
     if ev.type != "hello":
         raise UsageError(
             f"{where}: not an orch agent spool (the first line is not a hello event: "
@@ -100,7 +146,8 @@ def import_spool(
         raise UsageError(f"no spool file at {path}", "pass the path of a host's events.jsonl copied off the host")
     splitter = LineSplitter(cap)
     lines = _lines(path, splitter)
-    hello = _hello(path, next(lines, None))
+    first = next(lines, None)
+    hello = _hello(path, first, splitter.pending)
     run_id, suite = hello.data.get("run_id"), hello.data.get("suite")
     if not isinstance(run_id, str) or not RUN_ID_RE.match(run_id):
         raise UsageError(f"{path}:1: the hello names run {run_id!r}, not an orch run id",
@@ -209,10 +256,11 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     past_done = (f"{counted(after_done, 'line')} after the done line (line {done_at}) were not imported: the agent "
                  "writes nothing after done, so the spool was changed or appended to") if after_done else None
     notes = [past_done] if past_done else []
-    if splitter.pending:
-        notes.append(f"{splitter.pending} bytes of an unfinished last line were left out")
+    cut = _no_newline(path, splitter.pending) if splitter.pending else None
+    if cut and done_at is not None:
+        notes.append(cut)
     if rec.done_counts is None:
-        why = "the spool has no done line: the run had not finished on the host when it was copied"
+        why = cut or "the spool has no done line: the run had not finished on the host when it was copied"
         if done_at is not None:  # the spool is finished: end the host and the run as the live path does
             why = f"the done line (line {done_at}) was not stored; the host's end of the run is unknown"
             store.finish_host_run(run_id, name, "failed", why)

@@ -51,7 +51,7 @@ def bed(one_host_any_db: tuple[Orch, SshdHost]) -> tuple[Orch, SshdHost]:
 
 
 def _line(seq: int, type_: str, **fields: Any) -> str:
-    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_800_000_000.0 + seq, **fields})
+    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_790_000_000.0 + seq, **fields})
 
 
 def _result(seq: int, m: int, **info: Any) -> str:
@@ -324,6 +324,32 @@ def test_a_line_orch_would_have_to_change_is_one_error_row_over_ssh(bed: tuple[O
         assert [(r.seq, r.case_index, r.status) for r in rows] == [(2, 0, "error"), (4, 2, "error"), (6, 2, "ok")]
         assert "metric 'time_ms': median must be a finite number, got 'fast'" in (rows[0].error or "")
         assert "it is for case 2, but the case started last is case 1" in (rows[1].error or "")
+        assert store.get_run(rid).status == "partial"
+    finally:
+        store.close()
+
+
+def test_lines_whose_ts_is_out_of_range_are_error_rows_over_ssh(bed: tuple[Orch, SshdHost]) -> None:
+    """Issue 10 (F5) on the live path: a result line dated year 5138 (ts 1e11) was stored as measured then, and a
+    hello past year 9999 (ts 1e300) crashed the import; collected over SSH, each is one error row at its position
+    naming the accepted range, and the run is not completed."""
+    orch, host = bed
+    spool = _spool([_result(1, 1), _result(2, 2), _result(3, 3)])
+    spool[0] = spool[0].replace('"ts": 1790000000.0', '"ts": 1e300')
+    spool[2] = spool[2].replace('"ts": 1790000002.0', '"ts": 1e11')
+    assert "1e300" in spool[0] and "1e11" in spool[2]
+    rid = _plant(orch, host, spool)
+    h = _collect(orch, rid, 1)["hosts"][0]
+    assert (h["status"], h["results"], h["errors"]) == ("failed", 2, 2), h
+    assert "3 results on the host, 2 stored" in h["error"]
+    store = Store.from_url(orch.db_url)
+    try:
+        rows = store.results(rid, limit=20).items
+        assert [(r.seq, r.status) for r in rows] == [(0, "error"), (1, "ok"), (2, "error"), (3, "ok")]
+        for row, typ, ts in ((rows[0], "hello", "1e+300 (outside the years 1-9999)"),
+                             (rows[2], "result", "100000000000.0 (5138-11-16 09:46:40 UTC)")):  # fmt: skip
+            assert (row.error or "").startswith(f"agent line {row.seq} ({typ}): ts {ts} is outside the accepted "
+                                                "range of ts, unix seconds from 946684800 (2000-01-01"), row.error
         assert store.get_run(rid).status == "partial"
     finally:
         store.close()

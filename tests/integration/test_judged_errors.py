@@ -84,7 +84,7 @@ def test_a_judged_count_cannot_hide_a_lost_line() -> None:
 
 
 def _agent_line(seq: int, type_: str, **fields: Any) -> bytes:
-    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1.0, **fields}).encode() + b"\n"
+    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_790_000_000.0, **fields}).encode() + b"\n"
 
 
 PAST = 2**53 + 1  # the first integer a double cannot hold: stored as 9007199254740992 before

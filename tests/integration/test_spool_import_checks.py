@@ -33,7 +33,7 @@ metrics:
 
 
 def _line(seq: int, type_: str, **fields: Any) -> bytes:
-    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_800_000_000.0 + seq, **fields}).encode()
+    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_790_000_000.0 + seq, **fields}).encode()
 
 
 def _case(ci: int) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from orchestrator.protocol import Event
 from orchestrator.transport.lines import Line, OversizeLine
 
 RUN = "01a2aaaa-0000-7000-8000-000000000001"
-TS0 = 1_800_000_000.0
+TS0 = 1_790_000_000.0
 PROTOCOL = "its content is not trusted"
 
 
@@ -84,7 +84,7 @@ def test_the_default_start_is_the_first_line_of_the_spool() -> None:
 
 def test_a_result_event_carries_its_time_version_plainness_and_checked_metrics() -> None:
     ev = _events([_hello(), _start(1, 0), _result(2, 0)])[2]
-    assert (ev.seq, ev.type, ev.ts, ev.v) == (2, "result", TS0 + 2, 1)  # ts 1_800_000_002.0 as written
+    assert (ev.seq, ev.type, ev.ts, ev.v) == (2, "result", TS0 + 2, 1)  # ts 1_790_000_002.0 as written
     assert ev.plain is True  # plain ASCII JSON, no backslash: nothing needs a stand-in
     # compute.clean_metrics by hand: value and the median as floats, n kept, the samples apart by metric name
     assert ev.clean_metrics == ({"wall_ms": {"value": 1.0, "unit": "ms", "median": 1.0, "n": 1}}, {"wall_ms": [1.0]})

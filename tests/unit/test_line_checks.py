@@ -16,7 +16,7 @@ RUN = "01a2aaaa-0000-7000-8000-000000000001"
 
 
 def _line(seq: int, type_: str, **fields: Any) -> bytes:
-    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_800_000_000.0 + seq, **fields}).encode()
+    return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_790_000_000.0 + seq, **fields}).encode()
 
 
 def _result(seq: int, ci: int, **over: Any) -> bytes:

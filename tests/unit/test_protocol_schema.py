@@ -37,8 +37,8 @@ def test_a_result_line_becomes_an_event_with_every_other_field_in_data() -> None
 
 
 def test_integer_ts_is_a_float_and_a_non_number_ts_is_dropped() -> None:
-    assert parse_line(line(seq=0, type="log", ts=5), expected_seq=0).ts == 5.0
-    assert isinstance(parse_line(line(seq=0, type="log", ts=5), expected_seq=0).ts, float)
+    assert parse_line(line(seq=0, type="log", ts=1_790_000_005), expected_seq=0).ts == 1_790_000_005.0
+    assert isinstance(parse_line(line(seq=0, type="log", ts=1_790_000_005), expected_seq=0).ts, float)
     assert parse_line(line(seq=0, type="log", ts="soon"), expected_seq=0).ts is None
     assert parse_line(line(seq=0, type="log", ts=True), expected_seq=0).ts is None
 
@@ -84,8 +84,9 @@ def test_unknown_types_pass_through_for_the_caller_to_skip() -> None:
 
 
 def test_event_round_trips_through_its_json() -> None:
-    ev = Event(seq=2, type="result", ts=1.5, data={"case": {"M": 1}, "metrics": {"x": {"value": 1, "unit": "u"}}})
-    assert json.loads(ev.to_json()) == {"v": 1, "seq": 2, "type": "result", "ts": 1.5, "case": {"M": 1},
+    ev = Event(seq=2, type="result", ts=1_790_000_000.5,
+               data={"case": {"M": 1}, "metrics": {"x": {"value": 1, "unit": "u"}}})  # fmt: skip
+    assert json.loads(ev.to_json()) == {"v": 1, "seq": 2, "type": "result", "ts": 1_790_000_000.5, "case": {"M": 1},
                                         "metrics": {"x": {"value": 1, "unit": "u"}}}  # fmt: skip
     assert parse_line(ev.to_json(), expected_seq=2) == ev
     assert "ts" not in json.loads(Event(seq=0, type="log").to_json())
