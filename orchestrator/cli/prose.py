@@ -3,7 +3,8 @@
 Rich wraps a printed string at words but breaks whatever does not fit, a suggested command included
 (``details: orch runs show`` / ``d532c35c``). :func:`say` wraps each line of a message itself:
 
-- at spaces, never inside a word: a word longer than the width (a path, a URL) gets a line of its own, whole;
+- at spaces, never inside a word: a word longer than the width (a path, a URL) stays whole where it is and
+  runs past the width (rich would fold it);
 - a suggested command (``orch SUBCOMMAND ...`` up to ``;``, ``,``, ``(``, ``)``, a backtick, ``: `` or the end
   of a sentence) is one unit: when it does not fit on the current line it goes on a line of its own, indented
   by :data:`COMMAND_INDENT` more than the text, and is never broken (it may run past the width if longer);
@@ -62,12 +63,13 @@ def wrap(text: Text, width: int) -> list[Text]:
         used = indent
         for u in _units(plain):
             size = cell_len(plain[u[0] : u[1]])
-            if row and used + 1 + size <= width:
+            word = " " not in plain[u[0] : u[1]]
+            if row and (used + 1 + size <= width or (word and indent + size > width)):  # no line holds it: run past
                 row.append(u)
                 used += 1 + size
             elif not row:
                 row, used = [u], indent + size
-            elif " " in plain[u[0] : u[1]]:  # a command that does not fit after the text: a line of its own
+            elif not word:  # a command that does not fit after the text: a line of its own
                 rows += [(indent, row), (indent + COMMAND_INDENT, [u])]
                 row, used = [], indent
             else:
@@ -98,8 +100,9 @@ class ProseConsole(Console):
             if isinstance(message, str):
                 markup = kwargs.get("markup")
                 message = Text.from_markup(message, emoji=False) if markup is not False else Text(message)
-            say(self, message, style=kwargs.get("style"))
-            return
+            if _COMMAND.search(message.plain):  # only a line holding a command: the others wrap as rich wraps
+                say(self, message, style=kwargs.get("style"))
+                return
         super().print(*objects, **kwargs)
 
 
