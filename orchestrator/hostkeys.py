@@ -218,7 +218,10 @@ class Certificate:
 
     def validity_text(self) -> str:
         def stamp(t: int) -> str:
-            return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            try:
+                return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            except (OverflowError, OSError, ValueError):  # a bound is a uint64: ssh-keygen -V takes 0x... seconds
+                return f"{t} (unix seconds, past the year 9999)"
 
         if self.valid_after == 0 and self.valid_before == FOREVER:
             return "forever"

@@ -285,6 +285,9 @@ def _sign(signed: Path, name: str, validity: str, principals: str = HOST) -> tup
          "from 2030-01-01T00:00:00Z to 2030-01-02T00:00:00Z"),
         ("20300101:forever", "Valid: after 2030-01-01T00:00:00", "from 2030-01-01T00:00:00Z to forever"),
         ("always:20300102", "Valid: before 2030-01-02T00:00:00", "from 1970-01-01T00:00:00Z to 2030-01-02T00:00:00Z"),
+        # a bound past year 9999 (ssh-keygen takes seconds as 0x...): was ValueError: year 4461763 is out of range
+        ("20300101:0x7fffffffffff", "Valid: from 2030-01-01T00:00:00 to 4461763-06-20T05:22:07",
+         "from 2030-01-01T00:00:00Z to 140737488355327 (unix seconds, past the year 9999)"),
     ],
 )  # fmt: skip
 def test_certificate_validity_text_is_utc_whatever_the_local_zone(
