@@ -93,6 +93,13 @@ from orchestrator.resume import (
     stop_unconfirmed,
 )
 from orchestrator.resume import run_status as run_status  # re-exported: spool_import and slurm import it here
+from orchestrator.spool_check import (
+    StoredPrefix,
+    changed_spool_error,
+    hello_conflicts,
+    past_done_note,
+    replaced_spool_error,
+)
 from orchestrator.store_writer import IngestWriter
 from orchestrator.suites.command import command_result, parse_inputs
 from orchestrator.suites.origin import require_suite, suite_origin
@@ -117,6 +124,7 @@ AGENT_EXIT_DEAD = 3
 AGENT_EXIT_SPOOL_CHANGED = 6  # agents/orch_agent/cli.py: follow's spool was truncated, replaced or rewritten
 AGENT_EXIT_NO_RUN = 4
 AGENT_EXIT_STOPPED = 7  # agents/orch_agent/cli.py: follow found the worker stopped for --stopped-limit-s
+PAST_DONE_WAIT_S = 30.0  # s: after done, how long orch waits for the follow stream's end to count lines past done
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
 INGEST_QUEUE_MAX = 10_000  # parsed events waiting for the store; beyond, the reader stops reading the stream
 STOP_FOLLOWER_TIMEOUT_S = 60.0  # ``agent stop-follower`` (one Python start on the host, slow under load)
@@ -360,6 +368,30 @@ def _drain(
             return batch, None
 
 
+def _cut_at_done(batch: list[Event]) -> tuple[list[Event], int | None]:
+    """``batch`` up to its done line (a done at the wrong position included), and how many lines followed it
+    (None: no done line in the batch)."""
+    for i, ev in enumerate(batch):
+        if ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done"):
+            return batch[: i + 1], len(batch) - i - 1
+    return batch, None
+
+
+async def _count_rest(queue: asyncio.Queue[Event | _StreamEnd]) -> int:
+    """The lines still coming after the done line until the follow stream ends (the agent prints the lines it
+    read with done and exits), within ``PAST_DONE_WAIT_S``: what came by then is counted."""
+    n = 0
+
+    async def count() -> None:
+        nonlocal n
+        while not isinstance(await queue.get(), _StreamEnd):
+            n += 1
+
+    with contextlib.suppress(asyncio.TimeoutError, TimeoutError):
+        await asyncio.wait_for(count(), PAST_DONE_WAIT_S)
+    return n
+
+
 class _HostRun:
     """One host's part of a run."""
 
@@ -378,6 +410,7 @@ class _HostRun:
         self.first_drop: str | None = None  # why the connection first dropped (info.first_drop: history, not error)
         self.facts: dict[str, Any] = {}
         self.secrets: tuple[str, ...] = ()  # the suite's secret env values: scrubbed from every event
+        self.past_done: tuple[int, int] | None = None  # lines found after the done line, and the done line's seq
 
     async def connect(self) -> Transport:
         if self.t is None:
@@ -522,12 +555,21 @@ class _HostRun:
                     "--heartbeat-s", f"{heartbeat_interval_s(self.r.req.silent_limit_s):g}", *run_opts(self.host),
                 ]  # fmt: skip
                 starting = start if start is not None and not self.start_answered else None
+                prefix = None
+                if starting is None and next_seq > 0:  # resume or reconnect: prove the spool is the stored one
+                    prefix = await w.call(StoredPrefix.load, self.r.store, self.r.run_id, name)
+                    at = argv.index("--from") + 1
+                    argv[at : at + 1] = ["0", "--stored", str(prefix.last_seq + 1)]  # the agent's cut check
                 queue: asyncio.Queue[Event | _StreamEnd] = asyncio.Queue(maxsize=INGEST_QUEUE_MAX)
                 reader = asyncio.create_task(self._read(t, starting.argv if starting else argv, next_seq, queue,
-                                                        starting))  # fmt: skip
+                                                        starting, prefix))  # fmt: skip
                 try:
                     while True:
                         batch, end = _drain(await queue.get(), queue)
+                        batch, after = _cut_at_done(batch)
+                        if after is not None:  # lines after done: never stored (spool_check.past_done_note)
+                            past = after + await _count_rest(queue)
+                            self.past_done = (past, batch[-1].seq) if past else None
                         if batch:
                             attempt = 0
                             try:
@@ -591,26 +633,67 @@ class _HostRun:
             await t.run(argv, timeout_s=STOP_FOLLOWER_TIMEOUT_S, check=False)
 
     async def _read(
-        self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None
-    ) -> None:
+        self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None,
+        prefix: StoredPrefix | None = None,
+    ) -> None:  # fmt: skip
         """Parse the follow stream into ``queue``; always ends with a ``_StreamEnd`` (carrying the error, if any).
-        With ``start``, the stream's first line is the start's answer (:meth:`_started`), not a spool line."""
+        With ``start``, the stream's first line is the start's answer (:meth:`_started`), not a spool line.
+        With ``prefix`` (the stream starts at line 0), the lines up to its ``last_seq`` are compared with the stored
+        rows (``spool_check``) and not queued; a spool that differs ends the stream with the host's error before
+        any later line is queued."""
         lines = t.stream(argv, input=start.input if start is not None else None, silent_s=self.r.req.silent_limit_s)
         agent = argv[:2]
-        spool = SpoolLines(seq)  # field types and case order checked as for orch runs import
+        spool = SpoolLines(0 if prefix is not None else seq)  # field types and case order checked as for import
         try:
             if start is not None:
                 await self._started(lines, start)
             async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
-                ev = await with_full_outputs(t, agent, self.host, self.r.run_id, spool.event(line))
+                raw = spool.event(line)
+                if prefix is not None and raw.seq <= prefix.last_seq:
+                    await self._compare(t, agent, prefix, raw)
+                    continue
+                if prefix is not None:
+                    self._refuse_changed(prefix)
+                    prefix = None
+                ev = await with_full_outputs(t, agent, self.host, self.r.run_id, raw)
                 await queue.put(await self.enrich(ev))
         except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)
-            await queue.put(_StreamEnd(exc))
+            ended: Exception = exc
+            if prefix is not None and prefix.problems:  # a changed spool explains a follow that ends short
+                ended = changed_spool_error(self.host.name, self._spool_text(), self.r.run_id, prefix.problems)
+            await queue.put(_StreamEnd(ended))
         else:
-            await queue.put(_StreamEnd(None))
+            try:
+                if prefix is not None:
+                    self._refuse_changed(prefix)
+            except HostError as exc:
+                await queue.put(_StreamEnd(exc))
+            else:
+                await queue.put(_StreamEnd(None))
         finally:
             if isinstance(lines, AsyncGenerator):  # cancelled while waiting on a full queue: close the channel now
                 await lines.aclose()
+
+    async def _compare(self, t: Transport, agent: list[str], prefix: StoredPrefix, raw: Event) -> None:
+        """Compare the spool's line ``raw`` (at a stored position) with the store, prepared as the ingest prepared
+        it. Raises the host's error at once for a hello of another run or host (the spool was replaced)."""
+        if raw.seq == 0:
+            if hello_conflicts(raw, run_id=self.r.run_id, host=self.host.name):
+                raise replaced_spool_error(self.host.name, self._spool_text(), self.r.run_id, raw)
+            return
+        ev = raw
+        if raw.type == "result":
+            ev = await self.enrich(await with_full_outputs(t, agent, self.host, self.r.run_id, raw))
+        elif raw.type == "error":
+            ev = await self.enrich(raw)
+        prefix.compare(raw, ev)
+
+    def _refuse_changed(self, prefix: StoredPrefix) -> None:
+        if prefix.problems:
+            raise changed_spool_error(self.host.name, self._spool_text(), self.r.run_id, prefix.problems)
+
+    def _spool_text(self) -> str:
+        return run_dir_text(self.host, self.r.run_id) + "events.jsonl"
 
     async def _started(self, lines: AsyncIterator[Line], start: _Start) -> None:
         """Read the start's answer (within ``START_TIMEOUT_S`` plus the lease wait). Raises the host's error when
@@ -678,6 +761,8 @@ class _HostRun:
         if points:
             info["plateau"] = sweep_plateau(points).to_dict()
         verdict, results, errors = await self.r.stored_verdict(name)  # reads counts and rows: info plays no part
+        if self.past_done is not None:  # as orch runs import judges the same spool: the account is not whole
+            verdict = HostVerdict("failed", "; ".join(x for x in (verdict.error, past_done_note(*self.past_done)) if x))
         await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error,
                      info=info)  # fmt: skip
         self.r.observer.host_state(name, verdict.status, verdict.error or "")

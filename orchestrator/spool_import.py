@@ -5,7 +5,10 @@ The same steps as the runner's follow loop: whole lines (``transport.lines.LineS
 longer than the cap is one error row and memory stays bounded), each line an event at its position
 (``ingest.line_event``), the runner's enrichment (command suites' parsers, roofline figures), ``Store.ingest``
 (idempotent on (run, host, position): importing twice, or a spool orch already followed in part, stores each line
-once), and at the ``done`` line the same reconciliation (``ingest.host_verdict``) and run status.
+once), and at the ``done`` line the same reconciliation (``ingest.host_verdict``) and run status. Lines at positions
+already stored are compared with the stored rows first (``spool_check.StoredPrefix``, the comparison a resumed run
+makes too): a spool that conflicts is refused before anything of it is stored; lines after ``done`` are never
+stored, on both paths (``spool_check.past_done_note``).
 
 The run is the one named by the spool's ``hello`` (its ``run_id``); it is created when the store does not hold it,
 started at the hello's ``ts`` — which must lie in the range every line's ts is held to (``protocol.TS_MIN`` ..
@@ -38,10 +41,11 @@ from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
-from orchestrator.ingest import HostVerdict, SpoolLines, done_record, host_verdict
+from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import HOST_NAME_RE, Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
+from orchestrator.spool_check import StoredPrefix, past_done_note, shown
 from orchestrator.store.records import HostRunRecord
 from orchestrator.store.refusals import ingest_keeping
 from orchestrator.store.repo import RUN_ID_RE, Store
@@ -219,7 +223,9 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
         return mark_telemetry(enrich_event(suite, ev, gpu))  # as the runner stores it: throttled/shared flags
 
     last = store.last_seq(run_id, name)
-    stored = _Stored(store, run_id, name, path) if last > 0 else None
+    stored = StoredPrefix.load(store, run_id, name) if last > 0 else None
+    if stored is not None:
+        stored.compare(hello, hello)
     batch: list[Event] = [hello] if last < 0 else []
     count, after_done, done_at = 1, 0, None
     stored_lines: list[int] = []  # what this process's transactions stored: another import may store lines first
@@ -228,33 +234,31 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
         pos = count
         count += 1
         if done_at is not None:
-            after_done += 1  # never ingested: the agent writes nothing after done
+            after_done += 1  # never stored: the agent writes nothing after done (spool_check.past_done_note)
             continue
         ev = spool.event(raw)
         if ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done"):
             done_at = pos
         if pos <= last:
             if stored is not None:
-                done = _stored_done(store, run_id, name) if ev.type == "done" else None
-                stored.compare(ev, enrich(ev), rec_done=done)
+                stored.compare(ev, enrich(ev))
             continue
         if stored is not None:
-            stored.refuse_if_conflicts()  # before anything of this spool is stored
+            _refuse(path, run_id, name, stored.problems)  # before anything of this spool is stored
             stored = None
         batch.append(enrich(ev))
         if len(batch) >= INGEST_BATCH_MAX:
             ingest_keeping(store, run_id, name, batch, lines_out=stored_lines)
             batch = []
     if stored is not None:
-        stored.refuse_if_conflicts()
+        _refuse(path, run_id, name, stored.problems)
     if batch:
         ingest_keeping(store, run_id, name, batch, lines_out=stored_lines)
     new = sum(stored_lines)
     detail = store.get_run(run_id)
     rec = detail.host_run(name)
     assert rec is not None
-    past_done = (f"{counted(after_done, 'line')} after the done line (line {done_at}) were not imported: the agent "
-                 "writes nothing after done, so the spool was changed or appended to") if after_done else None
+    past_done = past_done_note(after_done, done_at) if after_done and done_at is not None else None
     notes = [past_done] if past_done else []
     cut = _no_newline(path, splitter.pending) if splitter.pending else None
     if cut and done_at is not None:
@@ -427,67 +431,8 @@ def _check_run(store: Store, path: Path, run_id: str, suite: str, host: str, hel
 
 def _refuse(path: Path, run_id: str, host: str, problems: list[str]) -> None:
     if problems:
-        shown = "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
         raise UsageError(
-            f"{path} conflicts with the stored run {run_id} (host {host}): {shown}; nothing was imported",
+            f"{path} conflicts with the stored run {run_id} (host {host}): {shown(problems)}; nothing was imported",
             "import the spool of this run and host (check the path and --host); a spool of another run needs "
             "its own run",
         )
-
-
-def _stored_done(store: Store, run_id: str, host: str) -> dict[str, Any] | None:
-    rec = store.get_run(run_id).host_run(host)
-    return rec.done_counts if rec is not None else None
-
-
-class _Stored:
-    """The host run's stored rows, compared with the spool's lines at positions already stored: a different line
-    at a stored position is a conflict (the spool is another one, or was changed), never silently skipped."""
-
-    def __init__(self, store: Store, run_id: str, host: str, path: Path) -> None:
-        self.run_id, self.host, self.path = run_id, host, path
-        self.rows: dict[int, Any] = {}
-        offset = 0
-        while True:
-            page = store.results(run_id, host=host, limit=1000, offset=offset)
-            self.rows.update((r.seq, r) for r in page.items)
-            offset += len(page.items)
-            if not page.items or offset >= page.total:
-                break
-        self.problems: list[str] = []
-
-    def compare(self, raw_ev: Event, ev: Event, *, rec_done: dict[str, Any] | None) -> None:
-        """Note how the spool's event at ``ev.seq`` (at or below the stored last_seq; ``raw_ev`` as the line
-        says it, ``ev`` as the import would store it) differs from the store."""
-        row = self.rows.get(ev.seq)
-        where = f"line {ev.seq}"
-        if ev.type not in ("result", "error"):
-            if row is not None:
-                self.problems.append(f"{where} is a {ev.type} line, the store holds a row of status {row.status} there")
-            if ev.type == "done" and rec_done is not None:
-                mine = done_record(ev)
-                diff = sorted(k for k in set(mine) | set(rec_done) if mine.get(k) != rec_done.get(k))
-                if diff:
-                    shown = ", ".join(f"{k} {mine.get(k)!r} vs {rec_done.get(k)!r} stored" for k in diff)
-                    self.problems.append(f"{where}: the done line differs ({shown})")
-            return
-        want = "ok" if ev.type == "result" else "error"
-        if row is None or row.status != want:
-            have = f"an {row.status} row" if row is not None else "no row"
-            self.problems.append(f"{where} would be an {want} row, the store holds {have} there")
-            return
-        if row.case_index != ev.case_index:
-            self.problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
-        elif (ev.case or {}) != row.case:
-            self.problems.append(f"{where}: case parameters {ev.case or {}} differ from the stored {row.case}")
-        if ev.type == "result":
-            raw = raw_ev.data.get("metrics")  # the agent's own figures; derived ones depend on the GPU spec
-            for name, m in (raw.items() if isinstance(raw, dict) else ()):
-                have_m = row.metrics.get(str(name)) or {}
-                for key in ("value", "median", "p10", "p90", "min", "max", "n"):
-                    if isinstance(m, dict) and m.get(key) is not None and have_m.get(key) != m.get(key):
-                        self.problems.append(f"{where}: metric {name}.{key} is {m.get(key)!r}, "
-                                             f"{have_m.get(key)!r} stored")  # fmt: skip
-
-    def refuse_if_conflicts(self) -> None:
-        _refuse(self.path, self.run_id, self.host, self.problems)

@@ -26,8 +26,10 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   (idempotent, for resume). ``start ... --follow``: after that line, on the same stdout, what ``follow RUN_ID --from
   0`` prints (one SSH session and one Python start instead of two; a dropped connection is followed again with
   ``follow --from SEQ``); errors once following are ``follow``'s (stderr, exit 3).
-- ``follow RUN_ID --from SEQ [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per line, until
-  the ``done`` line. A dead worker's error carries its ``reason`` (``fatal.py``) when it recorded one.
+- ``follow RUN_ID --from SEQ [--stored N] [--poll-s 0.02]``: spool lines from line SEQ on, raw and flushed per
+  line, until the ``done`` line; ``--stored``: the lines orch holds (default SEQ; orch follows a resumed run from
+  0 to compare the stored lines), fewer of them in the spool of a dead worker is exit 6. A dead worker's error
+  carries its ``reason`` (``fatal.py``) when it recorded one.
 - ``follow ... --heartbeat-s S`` (and ``start --follow --heartbeat-s S``): also write the line ``#orch-heartbeat
   pid=PID`` (its own pid) to stderr when following starts and every S seconds after, so that orch can tell a
   follower that waits for new lines from one that is stopped or wedged (SIGSTOP, a write blocked on a full pipe):
@@ -377,14 +379,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 def cmd_follow(args: argparse.Namespace) -> int:
     return _follow(_existing_run(args.run_id, args), args.from_seq, args.poll_s, no_worker_check=args.no_worker_check,
-                   stopped_limit_s=args.stopped_limit_s, heartbeat_s=args.heartbeat_s)  # fmt: skip
+                   stopped_limit_s=args.stopped_limit_s, heartbeat_s=args.heartbeat_s,
+                   stored=args.stored)  # fmt: skip
 
 
 def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, stopped_limit_s: float,
-            heartbeat_s: float = 0.0) -> int:  # fmt: skip
+            heartbeat_s: float = 0.0, stored: int | None = None) -> int:  # fmt: skip
     """Spool lines from line ``from_seq`` on to stdout until ``done``. Raises CliError ``worker_dead``;
     ``spool_changed`` when the worker is gone without a recorded reason and the spool has fewer lines than
-    ``from_seq`` (the lines orch stored: the file was cut or rewritten after orch read it, not a death to blame on
+    ``stored`` (default ``from_seq``: the lines orch stored; orch re-reads them from line 0 on resume to compare
+    them with its store: the file was cut or rewritten after orch read it, not a death to blame on
     the OOM killer); and
     ``worker_stopped`` once the worker has been stopped for ``stopped_limit_s`` (s) with no new line: a stopped
     worker writes nothing and cannot keep its own deadlines, and orch would wait on it without end.
@@ -440,8 +444,9 @@ def _follow(rd: RunDir, from_seq: int, poll_s: float, *, no_worker_check: bool, 
                 raise _pid_unreadable(rd, cursor.line, "collected as far as it goes")
             # orch stored lines the spool no longer has: not a death. A reason the worker recorded (it refused the
             # changed spool itself, SpoolWriteError) says more, and is the worker_dead below.
-            if not starting and cursor.line < from_seq and not rd.reason():
-                raise _spool_cut(rd, cursor.line, from_seq)
+            have_stored = from_seq if stored is None else stored
+            if not starting and cursor.line < have_stored and not rd.reason():
+                raise _spool_cut(rd, cursor.line, have_stored)
             if not starting:
                 raise CliError(
                     "agent worker exited without finishing",
@@ -695,6 +700,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id")
     p.add_argument("--from", dest="from_seq", type=int, default=0, help="first line (seq) to print, default 0")
     p.add_argument("--poll-s", type=float, default=0.02, help="seconds between polls of the spool, default 0.02")
+    p.add_argument("--stored", type=int, default=None,
+                   help="lines of the spool orch has stored (default --from): exit 6 when the worker is gone and "
+                   "the spool has fewer")
     stopped_limit(p)
     home(p)
     p.set_defaults(fn=cmd_follow)

@@ -21,6 +21,7 @@ from orchestrator.runner import (
     _StreamEnd,
     gpu_spec_for,
 )
+from orchestrator.spool_check import StoredPrefix
 from orchestrator.transport.base import Transport
 
 if TYPE_CHECKING:
@@ -52,9 +53,10 @@ class SlurmNode(_HostRun):
             await self.job.reset(t)
 
     async def _read(
-        self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None
-    ) -> None:
-        await super()._read(t, [*argv, "--no-worker-check"], seq, queue, start)  # start: None (srun starts it)
+        self, t: Transport, argv: list[str], seq: int, queue: asyncio.Queue[Event | _StreamEnd], start: _Start | None,
+        prefix: StoredPrefix | None = None,
+    ) -> None:  # fmt: skip
+        await super()._read(t, [*argv, "--no-worker-check"], seq, queue, start, prefix)  # start: None (srun starts it)
 
     async def enrich(self, ev: Event) -> Event:
         if ev.type == "hello" and isinstance(ev.data.get("facts"), dict) and self._facts_task is None:

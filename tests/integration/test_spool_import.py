@@ -81,7 +81,7 @@ def test_a_line_after_the_done_line_fails_the_host_and_says_so_in_the_store(stor
         f.write(extra + "\n" + _line(7, "done", status="completed", counts={"lines": 7, "results": 5}) + "\n")
     out = _import(store, spool)
     assert (out.status, out.run_status, out.results) == ("failed", "partial", 4)
-    want = "2 lines after the done line (line 5) were not imported: the agent writes nothing after done"
+    want = "2 lines after the done line (line 5) were not stored: the agent writes nothing after done"
     assert want in (out.error or "")
     hr = store.get_run(RUN_ID).host_run("node-7")
     assert hr is not None and hr.status == "failed" and want in (hr.error or "")

@@ -1,0 +1,163 @@
+"""Is this spool the one whose first lines the store holds? One comparison for ``orch runs import`` and for
+``orch run --resume`` (and a follow reattached after a dropped connection).
+
+The store keeps a host's spool by position: line N is row ``seq`` N. A spool that was replaced on the host (another
+run's ``events.jsonl`` copied over it) or rewritten (a figure changed in a line orch already stored) must never be
+taken as the continuation of what is stored: its new lines would sit next to rows of another spool, and the run
+would end ``completed`` on numbers that were never measured together. So, before anything of a spool is stored past
+the stored prefix, each line at a stored position is compared with the row there (:class:`StoredPrefix`): the
+``hello`` must name this run and host, a result or error line must be a row of the same status, case and case
+parameters, with the agent's own metric figures equal; any difference is a conflict naming the line, the field and
+both values (``line 2: metric wall_ms.value is 123456.0, 8.488603 stored``).
+
+Lines after the ``done`` line are never stored (:func:`past_done_note`), on both paths: the agent writes nothing
+after done, so such a line was appended by something else; storing it (as the live follow once did, as an error row)
+would put foreign text at a position of the host's account, and leaving it out silently would hide the change. The
+host is ``failed`` with the count named, the same words on both paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from orchestrator.errors import HostError
+from orchestrator.ingest import done_record
+from orchestrator.protocol import Event
+from orchestrator.store.records import ResultRecord
+from orchestrator.wording import counted
+
+if TYPE_CHECKING:  # the runner imports this module; SQLAlchemy loads with the store, not before
+    from orchestrator.store.repo import Store
+
+COMPARED_FIGURES = ("value", "median", "p10", "p90", "min", "max", "n")  # the agent's own figures of a metric
+MAX_PROBLEMS_SHOWN = 5
+
+
+def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored_done: Mapping[str, Any] | None
+                   ) -> list[str]:  # fmt: skip
+    """How the spool's line at ``ev.seq`` (a stored position) differs from the stored ``row`` there (None: no row).
+    ``raw_ev``: the line as the agent wrote it (its metric figures are compared); ``ev``: the same line as the
+    ingest would store it (enriched: a command suite's parsed case, status and scrubbed parameters).
+    ``stored_done``: the stored ``done`` counts (``done_record``), compared with a done line at that position.
+    Returns one text per difference, each naming the line, the field and both values; [] when they agree."""
+    where = f"line {ev.seq}"
+    problems: list[str] = []
+    if ev.type not in ("result", "error"):
+        if row is not None:
+            problems.append(f"{where} is a {ev.type} line, the store holds a row of status {row.status} there")
+        if ev.type == "done" and stored_done is not None:
+            mine = done_record(ev)
+            diff = sorted(k for k in set(mine) | set(stored_done) if mine.get(k) != stored_done.get(k))
+            if diff:
+                shown = ", ".join(f"{k} {mine.get(k)!r} vs {stored_done.get(k)!r} stored" for k in diff)
+                problems.append(f"{where}: the done line differs ({shown})")
+        return problems
+    want = "ok" if ev.type == "result" else "error"
+    if row is None or row.status != want:
+        have = f"an {row.status} row" if row is not None else "no row"
+        return [f"{where} would be an {want} row, the store holds {have} there"]
+    if row.case_index != ev.case_index:
+        problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
+    elif (ev.case or {}) != row.case:
+        problems.append(f"{where}: case parameters {ev.case or {}} differ from the stored {row.case}")
+    if ev.type == "result":
+        raw = raw_ev.data.get("metrics")  # the agent's own figures; derived ones depend on the GPU spec
+        for name, m in raw.items() if isinstance(raw, dict) else ():
+            have_m = row.metrics.get(str(name)) or {}
+            for key in COMPARED_FIGURES:
+                if isinstance(m, dict) and m.get(key) is not None and have_m.get(key) != m.get(key):
+                    problems.append(f"{where}: metric {name}.{key} is {m.get(key)!r}, {have_m.get(key)!r} stored")
+    return problems
+
+
+def hello_conflicts(hello: Event, *, run_id: str, host: str) -> list[str]:
+    """How the spool's ``hello`` (line 0) differs from the run and host it is taken for: the run id it names, and
+    the host it names (agents since the hello's ``host``; a hello without one is not judged on it)."""
+    problems: list[str] = []
+    if hello.type != "hello":
+        return [f"line 0 is a {hello.type} line, not the agent's hello"]
+    named_run, named_host = hello.data.get("run_id"), hello.data.get("host")
+    if named_run != run_id:
+        problems.append(f"its hello names run {named_run}, not {run_id}")
+    if isinstance(named_host, str) and named_host and named_host != host:
+        problems.append(f"its hello names host {named_host!r}, not {host!r}")
+    return problems
+
+
+def replaced_spool_error(host: str, spool: str, run_id: str, hello: Event) -> HostError:
+    """The host's error for a spool whose hello names another run or host (:func:`hello_conflicts`): another
+    spool was put in this one's place; nothing of it is stored. ``spool``: its path on the host as the user types it."""
+    named_run, named_host = hello.data.get("run_id"), hello.data.get("host")
+    holds = f"run {named_run}" + (f" of host {named_host!r}" if isinstance(named_host, str) and named_host else "")
+    if hello.type != "hello":
+        holds = f"no hello at line 0 (a {hello.type} line)"
+    return HostError(
+        host,
+        f"the spool {spool} holds {holds} (its first line says so), not run {run_id} of {host}: it was replaced on "
+        "the host; nothing of it was stored",
+        f"the rows stored for {host} stay as they were; if a copy of this run's spool was kept, orch runs import "
+        f"it --host {host}; the spool now there belongs to its own run",
+    )
+
+
+def changed_spool_error(host: str, spool: str, run_id: str, problems: list[str]) -> HostError:
+    """The host's error for a spool whose lines at stored positions differ from the stored rows
+    (:func:`line_conflicts`): it was rewritten on the host after orch stored them; nothing of it is stored."""
+    return HostError(
+        host,
+        f"the spool {spool} conflicts with the stored run {run_id}: {shown(problems)}; it was changed on the host "
+        "after orch stored those lines; nothing more of it was stored",
+        f"the rows stored for {host} stay as the agent first wrote them; find what rewrote {spool} (the agent "
+        "only appends to it)",
+    )
+
+
+def past_done_note(after_done: int, done_at: int) -> str:
+    """The host's error for ``after_done`` lines found after the done line at position ``done_at``: never stored,
+    on import and on a live or resumed follow alike."""
+    return (f"{counted(after_done, 'line')} after the done line (line {done_at}) were not stored: the agent "
+            "writes nothing after done, so the spool was changed or appended to")  # fmt: skip
+
+
+def shown(problems: list[str]) -> str:
+    """The first :data:`MAX_PROBLEMS_SHOWN` problems joined, and how many more there are."""
+    more = len(problems) - MAX_PROBLEMS_SHOWN
+    return "; ".join(problems[:MAX_PROBLEMS_SHOWN]) + (f"; and {more} more" if more > 0 else "")
+
+
+@dataclass
+class StoredPrefix:
+    """A host run's stored rows (by seq) and done counts, against which the spool's lines at stored positions
+    (up to ``last_seq``) are compared; ``problems`` collects every difference found (:meth:`compare`)."""
+
+    run_id: str
+    host: str
+    last_seq: int
+    rows: dict[int, ResultRecord]
+    stored_done: dict[str, Any] | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, store: Store, run_id: str, host: str) -> StoredPrefix:
+        """Read the host run's rows, ``last_seq`` and done counts from ``store`` (one page of 1000 rows at a time).
+        Raises NotFoundError for an unknown run or host run."""
+        rows: dict[int, ResultRecord] = {}
+        offset = 0
+        while True:
+            page = store.results(run_id, host=host, limit=1000, offset=offset)
+            rows.update((r.seq, r) for r in page.items)
+            offset += len(page.items)
+            if not page.items or offset >= page.total:
+                break
+        rec = store.get_run(run_id).host_run(host)
+        last = rec.last_seq if rec is not None else -1
+        return cls(run_id, host, last, rows, rec.done_counts if rec is not None else None)
+
+    def compare(self, raw_ev: Event, ev: Event) -> None:
+        """Note how the spool's line at ``ev.seq`` (at most ``last_seq``) differs from what is stored there."""
+        if ev.seq == 0:
+            self.problems.extend(hello_conflicts(raw_ev, run_id=self.run_id, host=self.host))
+            return
+        self.problems.extend(line_conflicts(raw_ev, ev, self.rows.get(ev.seq), stored_done=self.stored_done))

@@ -1,0 +1,173 @@
+"""``orch run --resume`` never takes a spool that was replaced or rewritten on the host (issue 10), over real sshd,
+on SQLite and PostgreSQL: orch dies once one result is stored, the agent finishes on the host, then the spool is
+changed there before the resume. The resume re-reads the stored lines and compares them with the store (the
+comparison ``orch runs import`` makes, ``orchestrator/spool_check.py``): a spool of another run, or one whose
+stored lines say other figures, fails the host naming it, stores nothing of it, and the run is not completed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator.store.repo import Store
+from tests.e2e.conftest import Orch
+from tests.plugins.timing import scaled, wait_for
+
+pytestmark = [pytest.mark.sshd]
+
+# The tester's suite: cases sleeping 0, 6 and 7 s, each printing `v: 1` — the first result is stored 6 s before the
+# second, which leaves time to kill orch between them.
+SLOW_SUITE = """\
+name: slow
+description: three cases sleeping 0, 6 and 7 s
+command: ["/bin/sh", "-c", "sleep $1; echo 'v: 1'", "sh", "{s}"]
+params:
+  s: {type: list, default: [0, 6, 7], help: "seconds to sleep"}
+parser: {name: regex, pattern: 'v: (?P<v>[0-9]+)'}
+metrics:
+  v: {path: v, unit: count}
+"""
+
+
+def _lines(spool: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in spool.read_text().splitlines() if x.strip()]
+
+
+def _done(spool: Path) -> bool:
+    return spool.is_file() and any(doc.get("type") == "done" for doc in _lines(spool))
+
+
+def _first_result(store: Store) -> str | None:
+    try:
+        runs = store.list_runs(limit=1).items
+    except Exception:  # noqa: BLE001 - the run has not created the schema yet
+        return None
+    return runs[0].id if runs and runs[0].results >= 1 else None
+
+
+def _killed_run(orch: Orch, host: Any, suites: Path, store: Store) -> tuple[str, Path]:
+    """A run of ``slow`` whose orch was SIGKILLed once one result was stored, its agent left to finish: the run
+    id and the host's spool (with its done line)."""
+    proc = orch.popen("run", "slow", "--hosts", "gpu-a", "--suite-dir", str(suites), "--timeout", str(scaled(30)))
+    try:
+        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=120,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+    finally:
+        proc.kill()  # orch dies without a word; the agent runs on, detached
+        proc.communicate()
+    assert isinstance(run_id, str)
+    spool = host.home / ".orch" / "runs" / run_id / "gpu-a" / "events.jsonl"
+    wait_for(lambda: _done(spool), timeout_s=120, what="the agent's done line on the host")
+    return run_id, spool
+
+
+def _stored(store: Store, run_id: str) -> list[tuple[int, str, dict[str, Any], Any]]:
+    return [(r.seq, r.status, r.case, r.metrics["wall_ms"]["value"] if r.status == "ok" else None)
+            for r in store.results(run_id, limit=100).items]  # fmt: skip
+
+
+@pytest.fixture
+def slow_run(one_host_any_db: tuple[Orch, Any], tmp_path: Path) -> Any:
+    orch, host = one_host_any_db
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "slow.yaml").write_text(SLOW_SUITE)
+    store = Store.from_url(orch.db_url)
+    run_id, spool = _killed_run(orch, host, suites, store)
+    before = store.get_run(run_id)
+    assert before.status == "running" and 1 <= before.results < 3, before
+    yield orch, host, suites, store, run_id, spool
+    store.close()
+
+
+def _resume(orch: Orch, run_id: str, suites: Path) -> tuple[int, dict[str, Any], str]:
+    res = orch("run", "--resume", run_id, "--suite-dir", str(suites), "--timeout", str(scaled(30)), "--json",
+               timeout=scaled(240))  # fmt: skip
+    assert "Traceback" not in res.stderr, res.stderr
+    return res.returncode, json.loads(res.stdout), res.stderr
+
+
+def test_resume_refuses_another_runs_spool_copied_over_this_ones(slow_run: Any) -> None:
+    """Tester's A: another finished run's ``events.jsonl`` (its hello names another run id) copied over this run's
+    spool; the resume ended ``completed``, exit 0, with results of the other run."""
+    orch, _host, suites, store, run_id, spool = slow_run
+    other = orch.json("run", "slow", "--hosts", "gpu-a", "--suite-dir", str(suites), "--set", "s=0,1,2",
+                      timeout=scaled(240))  # fmt: skip
+    assert other["status"] == "completed", other
+    other_spool = spool.parents[2] / other["run_id"] / "gpu-a" / "events.jsonl"
+    before, last_seq = _stored(store, run_id), store.last_seq(run_id, "gpu-a")
+    shutil.copyfile(other_spool, spool)
+
+    rc, doc, err = _resume(orch, run_id, suites)
+
+    assert rc == 1, err
+    assert doc["status"] != "completed" and [h["status"] for h in doc["hosts"]] == ["failed"], doc
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and hr.status == "failed"
+    assert f"the spool ~/.orch/runs/{run_id}/gpu-a/events.jsonl holds run {other['run_id']}" in (hr.error or "")
+    assert "it was replaced on the host; nothing of it was stored" in (hr.error or ""), hr.error
+    assert (_stored(store, run_id), store.last_seq(run_id, "gpu-a")) == (before, last_seq)
+    assert store.get_run(run_id).status != "completed"
+
+
+def test_resume_refuses_a_spool_whose_stored_lines_were_rewritten(slow_run: Any) -> None:
+    """Tester's B: ``wall_ms`` rewritten to 123456 in every result line, the stored ones included; the resume
+    ended ``completed``, exit 0, showing 123,456 ms, while ``orch runs import`` refused the same file. Now both
+    name the same conflict (one comparison), and nothing of the changed spool is stored."""
+    orch, _host, suites, store, run_id, spool = slow_run
+    before, last_seq = _stored(store, run_id), store.last_seq(run_id, "gpu-a")
+    docs = _lines(spool)
+    for doc in docs:
+        if doc.get("type") == "result":
+            doc["metrics"]["wall_ms"]["value"] = 123456.0
+    spool.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    seq, _, _, stored_ms = next(row for row in before if row[1] == "ok")
+    conflict = f"line {seq}: metric wall_ms.value is 123456.0, {stored_ms!r} stored"
+
+    rc, doc, err = _resume(orch, run_id, suites)
+
+    assert rc == 1, err
+    assert doc["status"] != "completed" and [h["status"] for h in doc["hosts"]] == ["failed"], doc
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and hr.status == "failed"
+    assert f"the spool ~/.orch/runs/{run_id}/gpu-a/events.jsonl conflicts with the stored run {run_id}: " in (
+        hr.error or ""
+    ), hr.error
+    assert conflict in (hr.error or ""), hr.error
+    assert (_stored(store, run_id), store.last_seq(run_id, "gpu-a")) == (before, last_seq)
+    assert store.get_run(run_id).status != "completed"
+
+    res = orch("runs", "import", str(spool), "--suite-dir", str(suites), timeout=scaled(120))
+    assert res.returncode == 2 and conflict in res.stderr, res.stdout + res.stderr
+    assert _stored(store, run_id) == before
+
+
+def test_lines_after_done_are_left_out_by_resume_as_by_import(slow_run: Any) -> None:
+    """Tester's LOW: a spool that grew after ``done``. The resume stored the extra line as an error row ("0 errors
+    on the host, 1 stored") while the import left it out: now neither stores it, and both say so in the same
+    words, the host ``failed``."""
+    orch, _host, suites, store, run_id, spool = slow_run
+    done_at = next(i for i, doc in enumerate(_lines(spool)) if doc.get("type") == "done")
+    with spool.open("a") as f:
+        f.write(json.dumps({"v": 1, "seq": done_at + 1, "type": "log", "message": "appended"}) + "\n")
+    note = f"1 line after the done line (line {done_at}) were not stored"
+
+    rc, doc, err = _resume(orch, run_id, suites)
+
+    assert rc == 1, err
+    assert [(h["status"], h["results"]) for h in doc["hosts"]] == [("failed", 3)], doc
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and hr.status == "failed" and note in (hr.error or ""), hr.error
+    assert (hr.last_seq, hr.errors) == (done_at, 0)
+
+    res = orch("runs", "import", str(spool), "--suite-dir", str(suites), "--json", timeout=scaled(120))
+    assert res.returncode == 1, res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    assert out["new_lines"] == 0 and out["status"] == "failed" and note in out["error"], out
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and (hr.last_seq, hr.errors, hr.results) == (done_at, 0, 3)

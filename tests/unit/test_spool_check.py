@@ -1,0 +1,117 @@
+"""The comparison of a spool's lines at stored positions with the stored rows (``orchestrator/spool_check.py``),
+shared by ``orch runs import`` and ``orch run --resume``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.protocol import Event
+from orchestrator.spool_check import StoredPrefix, hello_conflicts, line_conflicts, past_done_note, shown
+from orchestrator.store.records import ResultRecord
+
+RUN = "01a23051-58d9-74ca-9b58-fc56db94ad7f"
+OTHER = "01a23051-58d9-74ca-9b58-000000000000"
+
+
+def _row(seq: int, *, status: str = "ok", case_index: int = 0, case: dict[str, Any] | None = None,
+         wall_ms: float = 8.488603) -> ResultRecord:  # fmt: skip
+    return ResultRecord(run_id=RUN, host="gpu-a", seq=seq, case_index=case_index, status=status,
+                        case=case if case is not None else {"s": 0}, case_key="", m=None, concurrency=None,
+                        size_bytes=None, metrics={"wall_ms": {"value": wall_ms, "unit": "ms", "median": wall_ms}},
+                        info=None, error=None if status == "ok" else "boom")  # fmt: skip
+
+
+def _result(seq: int, *, case_index: int = 0, case: dict[str, Any] | None = None, wall_ms: float = 8.488603) -> Event:
+    return Event(seq=seq, type="result", data={"case_index": case_index, "case": case if case is not None else {"s": 0},
+                                                "metrics": {"wall_ms": {"value": wall_ms, "unit": "ms",
+                                                                        "median": wall_ms}}})  # fmt: skip
+
+
+def _hello(run_id: str = RUN, host: str | None = "gpu-a") -> Event:
+    data: dict[str, Any] = {"run_id": run_id, "suite": "slow"}
+    if host is not None:
+        data["host"] = host
+    return Event(seq=0, type="hello", data=data)
+
+
+def test_the_same_result_line_agrees_with_its_row() -> None:
+    assert line_conflicts(_result(2), _result(2), _row(2), stored_done=None) == []
+
+
+def test_a_rewritten_figure_names_the_line_the_field_and_both_values() -> None:
+    ev = _result(2, wall_ms=123456.0)
+    assert line_conflicts(ev, ev, _row(2), stored_done=None) == [
+        "line 2: metric wall_ms.value is 123456.0, 8.488603 stored",
+        "line 2: metric wall_ms.median is 123456.0, 8.488603 stored",
+    ]
+
+
+def test_the_raw_figures_are_compared_and_the_prepared_case() -> None:
+    """The agent's figures come from the line as written; case and status from the line as ingest stores it."""
+    raw, prepared = _result(2, wall_ms=1.0), _result(2, case={"s": 6}, wall_ms=8.488603)
+    assert line_conflicts(raw, prepared, _row(2), stored_done=None) == [
+        "line 2: case parameters {'s': 6} differ from the stored {'s': 0}",
+        "line 2: metric wall_ms.value is 1.0, 8.488603 stored",
+        "line 2: metric wall_ms.median is 1.0, 8.488603 stored",
+    ]
+
+
+def test_another_case_status_or_missing_row_is_named() -> None:
+    assert line_conflicts(_result(2, case_index=1), _result(2, case_index=1), _row(2), stored_done=None) == [
+        "line 2 is for case 1, the stored row for case 0"
+    ]
+    assert line_conflicts(_result(2), _result(2), _row(2, status="error"), stored_done=None) == [
+        "line 2 would be an ok row, the store holds an error row there"
+    ]
+    assert line_conflicts(_result(2), _result(2), None, stored_done=None) == [
+        "line 2 would be an ok row, the store holds no row there"
+    ]
+    log = Event(seq=2, type="log", data={"message": "x"})
+    assert line_conflicts(log, log, _row(2), stored_done=None) == [
+        "line 2 is a log line, the store holds a row of status ok there"
+    ]
+    assert line_conflicts(log, log, None, stored_done=None) == []
+
+
+def test_a_done_line_is_compared_with_the_stored_counts() -> None:
+    counts = {"lines": 6, "results": 1, "errors": 0}
+    done = Event(seq=5, type="done", data={"status": "completed", "counts": counts})
+    stored = {**counts, "status": "completed", "position": 5}
+    assert line_conflicts(done, done, None, stored_done=stored) == []
+    assert line_conflicts(done, done, None, stored_done={**stored, "results": 2}) == [
+        "line 5: the done line differs (results 1 vs 2 stored)"
+    ]
+
+
+def test_the_hello_must_name_this_run_and_host() -> None:
+    assert hello_conflicts(_hello(), run_id=RUN, host="gpu-a") == []
+    assert hello_conflicts(_hello(host=None), run_id=RUN, host="gpu-a") == []  # an older agent names no host
+    assert hello_conflicts(_hello(OTHER, "gpu-b"), run_id=RUN, host="gpu-a") == [
+        f"its hello names run {OTHER}, not {RUN}",
+        "its hello names host 'gpu-b', not 'gpu-a'",
+    ]
+    log = Event(seq=0, type="log", data={})
+    assert hello_conflicts(log, run_id=RUN, host="gpu-a") == ["line 0 is a log line, not the agent's hello"]
+
+
+def test_stored_prefix_collects_every_difference_in_order() -> None:
+    prefix = StoredPrefix(RUN, "gpu-a", 3, {2: _row(2), 3: _row(3, case_index=1, case={"s": 6})})
+    for ev in (_hello(OTHER), Event(seq=1, type="case_start", data={}), _result(2, wall_ms=5.0),
+               _result(3, case_index=1, case={"s": 6})):  # fmt: skip
+        prefix.compare(ev, ev)
+    assert prefix.problems == [
+        f"its hello names run {OTHER}, not {RUN}",
+        "line 2: metric wall_ms.value is 5.0, 8.488603 stored",
+        "line 2: metric wall_ms.median is 5.0, 8.488603 stored",
+    ]
+
+
+def test_shown_cuts_after_five_and_counts_the_rest() -> None:
+    assert shown([f"p{i}" for i in range(7)]) == "p0; p1; p2; p3; p4; and 2 more"
+    assert shown(["a"]) == "a"
+
+
+def test_past_done_note_counts_the_lines() -> None:
+    assert past_done_note(1, 7) == ("1 line after the done line (line 7) were not stored: the agent writes nothing "
+                                    "after done, so the spool was changed or appended to")  # fmt: skip
+    assert past_done_note(2, 5).startswith("2 lines after the done line (line 5)")
