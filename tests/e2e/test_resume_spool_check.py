@@ -7,6 +7,7 @@ stored lines say other figures, fails the host naming it, stores nothing of it, 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -171,3 +172,60 @@ def test_lines_after_done_are_left_out_by_resume_as_by_import(slow_run: Any) -> 
     assert out["new_lines"] == 0 and out["status"] == "failed" and note in out["error"], out
     hr = store.get_run(run_id).host_run("gpu-a")
     assert hr is not None and (hr.last_seq, hr.errors, hr.results) == (done_at, 0, 3)
+
+
+def _rewrite_first_wall_ms(spool: Path) -> tuple[int, float]:
+    """Rewrite, in place and at the same length, the ``wall_ms`` value of the spool's first result line (the
+    agent's appender and follower watch the file's last 64 bytes, its size and inode, none of which change):
+    its seq and the new value."""
+    data = spool.read_bytes()
+    lines = data.split(b"\n")
+    seq = next(i for i, line in enumerate(lines) if json.loads(line).get("type") == "result")
+    start = sum(len(x) + 1 for x in lines[:seq])
+    found = re.compile(rb'"value":\s*([0-9][0-9.eE+-]*)').search(lines[seq], lines[seq].index(b'"wall_ms"'))
+    assert found is not None, lines[seq]
+    old = found.group(1)
+    new = bytes(b if not chr(b).isdigit() else ord("1" if old.startswith(b"9") else "9") for b in old)
+    at = start + found.start(1)
+    assert at + len(new) < len(data) - 64, "the rewrite must not touch the bytes the agent reads back"
+    with spool.open("r+b") as f:
+        f.seek(at)
+        f.write(new)
+    return seq, float(new)
+
+
+def test_a_reconnect_after_a_drop_refuses_a_spool_rewritten_meanwhile(one_host_any_db: tuple[Orch, Any],
+                                                                       tmp_path: Path) -> None:  # fmt: skip
+    """The same hole on the reconnect after a dropped SSH session: the follow went on from the first line not
+    stored, so a stored line rewritten on the host while the session was down was never looked at and the run
+    ended ``completed``. The reattached follow compares the stored lines as a resume does."""
+    orch, host = one_host_any_db
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "slow.yaml").write_text(SLOW_SUITE)
+    store = Store.from_url(orch.db_url)
+    proc = orch.popen("run", "slow", "--hosts", "gpu-a", "--suite-dir", str(suites), "--timeout", str(scaled(30)),
+                      "--json")  # fmt: skip
+    try:
+        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=120,
+                          what="a first stored result")  # fmt: skip
+        assert proc.poll() is None and isinstance(run_id, str), proc.communicate()[1][-3000:]
+        spool = host.home / ".orch" / "runs" / run_id / "gpu-a" / "events.jsonl"
+        wait_for(lambda: len(_lines(spool)) >= 4, timeout_s=60, what="the second case's start on the host")
+        stored = {r.seq: r.metrics["wall_ms"]["value"] for r in store.results(run_id, limit=100).items}
+        seq, new = _rewrite_first_wall_ms(spool)
+        host.kill_sessions()  # the SSH session drops: orch reconnects and follows again
+        out, err = proc.communicate(timeout=scaled(240))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-3000:]
+    doc = json.loads(out)
+    assert doc["status"] != "completed" and [h["status"] for h in doc["hosts"]] == ["failed"], doc
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and hr.status == "failed"
+    assert f"line {seq}: metric wall_ms.value is {new!r}, {stored[seq]!r} stored" in (hr.error or ""), hr.error
+    after = {r.seq: r.metrics["wall_ms"]["value"] for r in store.results(run_id, limit=100).items}
+    assert {k: after.get(k) for k in stored} == stored and hr.results < 3, after  # the rest was not stored
+    store.close()
