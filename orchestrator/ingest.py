@@ -14,12 +14,13 @@ The path is the same for a live run (``runner``), a reattached one (``orch run -
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.linecheck import checked_fields
 from orchestrator.protocol import (
+    EVENT_TYPES,
     JUDGED_KEY,
     Event,
     case_fields,
@@ -30,6 +31,14 @@ from orchestrator.protocol import (
 )
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
 from orchestrator.wording import counted
+
+UNFINISHED_KEY = "orch_unfinished_cases"
+"""Key that :class:`SpoolLines` sets on a ``done`` event's data (and strips from any done line that writes it): the
+cases whose ``case_start`` was stored with no result or error row for them before ``done``, as
+``[{"case_index": int, "line": position of the case_start, "case": parameters}]``. The store makes them one error
+row at the done line's position (:func:`unfinished_error`) and keeps ``unfinished`` in the done record
+(:func:`done_record`), which :func:`host_verdict` reads."""
+_TYPE_SHOWN = 60  # characters of an unknown type (or a second hello's run and host) shown in its error row
 
 
 def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES, shift: int = 0) -> Event:
@@ -56,7 +65,16 @@ class SpoolLines:
       result or one error, as the agent writes them (``worker.py``: case_start, then one result or one error); a
       line for another case, or a second one for a case, is one ``error`` row naming the cases. Where no
       ``case_start`` is open (a follow reattached mid-case, a refused ``case_start``, spools of older agents
-      without them) only the second-line rule applies.
+      without them) only the second-line rule applies;
+    - a line whose ``type`` is not one the agent writes (:data:`protocol.EVENT_TYPES`: ``zzz``, ``Result``) is one
+      ``error`` row at its position: orch deploys its agent itself, content-addressed, so no newer agent writes
+      here, and a line the store would skip must not pass as stored. A ``hello`` anywhere but line 0 (a second
+      hello, another run's or host's) is one ``error`` row too;
+    - at a ``done`` line (not ``cancelled``, without a ``reason``: those stop mid-case by design), every case whose
+      ``case_start`` was stored without a result or error row for that case after it is named in the done event
+      (:data:`UNFINISHED_KEY`): the store makes that one error row at the done line's position, and the host is
+      ``failed`` (:func:`host_verdict`). A refused result line that names its case (a seq mismatch, a wrong field,
+      an unknown type) is such a row.
 
     The blank-line shift is counted from ``start``: a follow reattached past a blank line sees the lines after
     it as seq mismatches (error rows), which the reconciliation reports as well.
@@ -67,7 +85,8 @@ class SpoolLines:
         self.cap = cap
         self.shift = 0
         self._open: int | None = None  # the case whose case_start came last, until its result or error
-        self._finished: set[int] = set()
+        self._finished: dict[int, tuple[str, int]] = {}  # case -> the type and position of the line that ended it
+        self._unanswered: dict[int, tuple[int, dict[str, Any]]] = {}  # started case -> its case_start's line, case
 
     def event(self, line: Line) -> Event:
         """The event of the next line; advances the position by one."""
@@ -78,9 +97,21 @@ class SpoolLines:
             return error_event(pos, f"agent line {pos} is blank; the agent writes one JSON event per line",
                                kind="protocol")  # fmt: skip
         ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
+        out = self._checked(ev, pos)
+        if out.type in ("result", "error") and out.case_index is not None and out.data.get("line_type") != "case_start":
+            self._unanswered.pop(out.case_index, None)  # a row for the case from its result or error line
+        elif out.type == "case_start" and out.case_index is not None:
+            self._unanswered[out.case_index] = (pos, out.case or {})
+        elif out.type == "done":
+            out = self._with_unfinished(out)
+        return out
+
+    def _checked(self, ev: Event, pos: int) -> Event:
+        problem = _type_problem(ev, pos)
         # a number past a double's range or a lone surrogate, anywhere in a line orjson refused: checked before the
         # fields, whose checks would turn the number into a float (OverflowError) or the text into U+FFFD
-        problem = None if ev.plain else unholdable_problem(ev.data)
+        if problem is None and not ev.plain:
+            problem = unholdable_problem(ev.data)
         cleaned = None
         if problem is None:
             problem, cleaned = checked_fields(ev.type, ev.data)
@@ -96,8 +127,21 @@ class SpoolLines:
             problem = self._case_order(ev)  # a line orch already refused says nothing about the cases
         if problem is None:
             return ev if cleaned is None else Event(ev.seq, ev.type, ev.ts, ev.v, ev.data, ev.plain, cleaned)
-        return error_event(pos, f"agent line {pos} ({ev.type}): {problem}; its content is not trusted",
-                           kind="protocol", line_type=ev.type, **case_fields(ev.data), **extra)  # fmt: skip
+        return error_event(pos, f"agent line {pos} ({ev.type[:_TYPE_SHOWN]}): {problem}; its content is not trusted",
+                           kind="protocol", line_type=ev.type[:_TYPE_SHOWN], **case_fields(ev.data),
+                           **extra)  # fmt: skip
+
+    def _with_unfinished(self, ev: Event) -> Event:
+        """The done event with :data:`UNFINISHED_KEY` set to the started cases without a row (when its status is
+        not ``cancelled`` and it gives no ``reason``), and any such key the line wrote itself dropped."""
+        data = {k: v for k, v in ev.data.items() if k != UNFINISHED_KEY}
+        stopped = ev.data.get("status") == "cancelled" or bool(ev.data.get("reason"))
+        if self._unanswered and not stopped:
+            data[UNFINISHED_KEY] = [{"case_index": ci, "line": line, "case": case}
+                                    for ci, (line, case) in sorted(self._unanswered.items())]  # fmt: skip
+        if data == ev.data:
+            return ev
+        return Event(ev.seq, ev.type, ev.ts, ev.v, data, ev.plain, ev.clean_metrics)
 
     def _case_order(self, ev: Event) -> str | None:
         ci = ev.case_index
@@ -112,11 +156,36 @@ class SpoolLines:
         open_case = self._open
         self._open = None
         if ci in self._finished:
-            return f"a second {ev.type} for case {ci} (the agent writes one result or error per case)"
+            ended, at = self._finished[ci]
+            what = f"a second {ev.type}" if ended == ev.type else f"an {ev.type}" if ev.type == "error" else \
+                f"a {ev.type}"  # fmt: skip
+            return (f"{what} for case {ci}, which line {at} already ended with its {ended} (the agent writes one "
+                    "result or error per case)")  # fmt: skip
         if open_case is not None and ci != open_case:
             return f"it is for case {ci}, but the case started last is case {open_case}"
-        self._finished.add(ci)  # only a line that is stored ends its case
+        self._finished[ci] = (ev.type, ev.seq)  # only a line that is stored ends its case
         return None
+
+
+def _shown(x: Any) -> str:
+    """A hello's run id or host as its error row names it: text cut to :data:`_TYPE_SHOWN` characters, else its
+    JSON type (a value :func:`protocol.unholdable_problem` refuses is never put in a message)."""
+    if isinstance(x, str) and unholdable_problem(x) is None:
+        return repr(x[:_TYPE_SHOWN])
+    return "none" if x is None else f"a {type(x).__name__}"
+
+
+def _type_problem(ev: Event, pos: int) -> str | None:
+    """Why the line at ``pos`` is refused for its type, or None: a type the agent never writes, or a hello after
+    line 0 (the agent writes one, first; orch reads the run and host from it)."""
+    if ev.type not in EVENT_TYPES:
+        return (f"unknown event type {ev.type[:_TYPE_SHOWN]!r}; the agent writes only "
+                f"{', '.join(sorted(EVENT_TYPES))}, and orch deployed this agent itself (content-addressed), so no "
+                "newer agent writes other types here")  # fmt: skip
+    if ev.type == "hello" and pos > 0:
+        return (f"a second hello (run {_shown(ev.data.get('run_id'))}, host {_shown(ev.data.get('host'))}); the "
+                "agent writes one hello, as line 0 of its spool: this line is not this run's agent's")  # fmt: skip
+    return None
 
 
 def done_record(ev: Event) -> dict[str, Any]:
@@ -133,7 +202,34 @@ def done_record(ev: Event) -> dict[str, Any]:
         out["reason"] = reason
     if ev.data.get("stopped_by") == "sigterm":  # a SIGTERM from outside orch, not orch cancel (agent worker.py)
         out["stopped_by"] = "sigterm"
+    unfinished = _unfinished(ev)
+    if unfinished:  # set by SpoolLines only: started cases without a row, one error row at this line (below)
+        out["unfinished"] = [{"case_index": u["case_index"], "line": u["line"]} for u in unfinished]
     return out
+
+
+def _unfinished(ev: Event) -> list[dict[str, Any]]:
+    raw = ev.data.get(UNFINISHED_KEY) if ev.type == "done" else None
+    return [u for u in raw if isinstance(u, dict)] if isinstance(raw, list) else []
+
+
+def _unfinished_text(cases: Sequence[Mapping[str, Any]], done_line: Any) -> str:
+    named = ", ".join(f"case {u.get('case_index')} (started at line {u.get('line')})" for u in cases)
+    return (f"{named} {'has' if len(cases) == 1 else 'have'} no result or error before the done line "
+            f"(line {done_line}); the agent writes one per case it starts, so the spool lacks "
+            f"{'its line' if len(cases) == 1 else 'their lines'}")  # fmt: skip
+
+
+def unfinished_error(ev: Event) -> Event | None:
+    """The error row the store keeps at a ``done`` line's position for the started cases without a row
+    (:data:`UNFINISHED_KEY`, set by :class:`SpoolLines`), naming each case and its ``case_start`` line; the row
+    carries the first such case's ``case_index`` and parameters. None when there is none."""
+    cases = _unfinished(ev)
+    if not cases:
+        return None
+    first = cases[0]
+    return error_event(ev.seq, _unfinished_text(cases, ev.seq), kind="protocol", line_type="done",
+                       **case_fields({"case_index": first.get("case_index"), "case": first.get("case")}))  # fmt: skip
 
 
 def _count(x: Any) -> int | None:
@@ -201,14 +297,24 @@ def host_verdict(
     """The verdict for a host whose spool was followed to its end. ``done``: :func:`done_record` of the stored
     ``done`` event, None when none was stored (the host did not finish, or its done line was not trusted);
     ``results``/``errors``: the host run's stored counts; ``judged``: see :func:`reconcile`; ``first_error``:
-    the text of the host run's first error row, shown with the count of failed cases (cut to 300 characters)."""
+    the text of the host run's first error row, shown with the count of failed cases (cut to 300 characters).
+    A done record naming ``unfinished`` cases (:func:`done_record`) is ``failed`` naming them (unless the agent gave
+    a ``reason``, which comes first); their one error row is orch's, not on the agent's side of the counts."""
     if done is None:
         return HostVerdict("failed", "the agent's done line was not stored: the host's end of the run is unknown")
     if done.get("status") == "cancelled":
         return HostVerdict("cancelled")
     position = done.get("position")
     done_seq = position if isinstance(position, int) else -1
+    unfinished = done.get("unfinished")
+    # the row orch made for started cases without one (unfinished_error): not the agent's, so not on its side
+    orch_rows = 1 if isinstance(unfinished, list) and unfinished else 0
+    errors -= orch_rows
     problems = reconcile(done, done_seq=done_seq, results=results, errors=errors, judged=judged)
+    if orch_rows and not done.get("reason"):
+        assert isinstance(unfinished, list)
+        cases = [u for u in unfinished if isinstance(u, Mapping)]
+        return HostVerdict("failed", "; ".join([_unfinished_text(cases, done_seq), *problems]))
     reason = done.get("reason")
     if isinstance(reason, str) and reason:
         hint = TERMINATED_HINT if done.get("stopped_by") == "sigterm" else None

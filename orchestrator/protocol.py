@@ -37,6 +37,8 @@ import orjson
 
 PROTOCOL_VERSION = 1
 EVENT_TYPES = frozenset({"hello", "case_start", "result", "log", "error", "done"})
+"""Every type the agent writes (``agents/orch_agent``: ``spool.append``; tests/unit/test_ingest_cases.py holds the
+agent to it). A line of another type is an error row (``ingest.SpoolLines``): orch deploys the agent itself."""
 METRIC_STAT_KEYS = ("median", "p10", "p90", "min", "max", "n")
 EXACT_INT_MAX = 2**53
 """The largest magnitude up to which every integer is a double exactly (IEEE 754 binary64: a 53-bit significand).
@@ -330,7 +332,8 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
     gap, a duplicate, a reordered or foreign line) becomes an ``error`` event (``kind: protocol``) at that
     position carrying the reason — the store keeps it as one error row. A mismatched line's ``case`` and
     ``case_index`` are kept on the error so the row names its case, and ``line_type`` says what it claimed to be.
-    Unknown types are returned as they are; the caller logs and skips them.
+    Unknown types are returned as they are (parsing is stateless); ``ingest.SpoolLines`` makes a line of a type
+    not in :data:`EVENT_TYPES`, and a ``hello`` after line 0, one protocol error row at its position.
     """
     pos = expected_seq + shift
     plain = False

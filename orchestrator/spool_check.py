@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import HostError
-from orchestrator.ingest import done_record
+from orchestrator.ingest import done_record, unfinished_error
 from orchestrator.protocol import Event
 from orchestrator.store.records import ResultRecord
 from orchestrator.wording import counted
@@ -45,7 +45,7 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
     where = f"line {ev.seq}"
     problems: list[str] = []
     if ev.type not in ("result", "error"):
-        if row is not None:
+        if row is not None and not (ev.type == "done" and unfinished_error(ev) is not None):  # orch's case row
             problems.append(f"{where} is a {ev.type} line, the store holds a row of status {row.status} there")
         if ev.type == "done" and stored_done is not None:
             mine = done_record(ev)

@@ -41,7 +41,7 @@ from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
-from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
+from orchestrator.ingest import UNFINISHED_KEY, HostVerdict, SpoolLines, host_verdict
 from orchestrator.inventory import HOST_NAME_RE, Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
@@ -216,7 +216,8 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
 
     def enrich(ev: Event) -> Event:
         if suite_def.command is not None:  # the case's secret env values stay in the host's spool (secrets.py)
-            secrets = secret_values({"cases": [ev.case or {}]}, suite_def.command.public_env)
+            cases = [ev.case or {}, *(u.get("case") for u in ev.data.get(UNFINISHED_KEY) or [] if isinstance(u, dict))]
+            secrets = secret_values({"cases": cases}, suite_def.command.public_env)
             inputs = parse_inputs(ev)  # parsed in a worker process, bounded in time and memory (parsepool.py)
             parsed = parsepool.shared().parse(suite_def.command, *inputs) if inputs is not None else None
             ev = scrub_event(command_result(suite_def.command, ev, host_obj.group, parsed), secrets)

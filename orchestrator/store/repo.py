@@ -48,7 +48,7 @@ from sqlalchemy.orm import Session
 from orchestrator.analysis import roof
 from orchestrator.analysis.compare import is_noisy, metric_direction, noise_verdict, too_noisy, wide_sides
 from orchestrator.errors import IncomparableError, NotFoundError, StoreError, UsageError
-from orchestrator.ingest import done_record
+from orchestrator.ingest import done_record, unfinished_error
 from orchestrator.protocol import JUDGED_KEY, Event
 from orchestrator.store import compute, known
 from orchestrator.store.compute import RUN_REF_FORMS
@@ -576,6 +576,9 @@ class Store:
                 hr.cases_total = total
         elif ev.type == "done":
             hr.done_counts = done_record(ev)
+            unfinished = unfinished_error(ev)  # started cases with no row (ingest.SpoolLines): one row here
+            if unfinished is not None:
+                rows.append(_result_row(run_id, host, unfinished, "error", {}, None, str(unfinished.data["message"])))
 
     def last_seq(self, run_id: str, host: str) -> int:
         with self._read() as s:

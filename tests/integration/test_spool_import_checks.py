@@ -121,10 +121,12 @@ def test_a_result_for_another_case_than_the_one_started_is_an_error_row(
     lines[2] = _result(2, 1)  # right after the case_start of case 0
     out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
     assert (out.status, out.run_status) == ("failed", "partial")
-    assert _rows(store) == [(2, 1, "error"), (4, 1, "ok"), (6, 2, "ok")]
+    # case 0 started and has no row of its own: one more error row, at the done line, names it (issue 10)
+    assert _rows(store) == [(2, 1, "error"), (4, 1, "ok"), (6, 2, "ok"), (7, 0, "error")]
     assert [r.case_index for r in store.results(RUN_ID, status="ok").items] == [1, 2]
-    [err] = store.results(RUN_ID, status="error").items
+    err, unfinished = store.results(RUN_ID, status="error").items
     assert "it is for case 1, but the case started last is case 0" in (err.error or "")
+    assert (unfinished.error or "").startswith("case 0 (started at line 1) has no result or error before the done")
 
 
 def test_bytes_that_are_not_utf8_are_an_error_row_not_replacement_characters(
@@ -134,9 +136,11 @@ def test_bytes_that_are_not_utf8_are_an_error_row_not_replacement_characters(
     lines[4] = lines[4].replace(b'"case": {"t": 2,', b'"case": {"tag": "\xff\xfe", "t": 2,')
     assert b"\xff\xfe" in lines[4]
     out = _import(store, _write(tmp_path / "events.jsonl", lines), suite_dir)
-    assert (out.status, out.results, out.errors) == ("failed", 2, 1)
-    [err] = store.results(RUN_ID, status="error").items
+    assert (out.status, out.results, out.errors) == ("failed", 2, 2)
+    err, unfinished = store.results(RUN_ID, status="error").items
     assert err.seq == 4 and "agent line 4 is not UTF-8 (byte 0xff" in (err.error or "")
+    # the unreadable line names no case: case 1 (started at line 3) has no row of its own, one at done names it
+    assert (unfinished.seq, unfinished.case_index) == (7, 1)
     assert all("\ufffd" not in json.dumps(r.case) for r in store.results(RUN_ID).items)
 
 

@@ -106,8 +106,8 @@ def test_a_case_error_ends_its_case_and_one_for_another_case_is_refused() -> Non
     assert _errors(events[3:]) == [
         (
             3,
-            f"agent line 3 (result): a second result for case 0 (the agent writes one result or error per case); "
-            f"{PROTOCOL}",
+            "agent line 3 (result): a result for case 0, which line 2 already ended with its error (the agent "
+            f"writes one result or error per case); {PROTOCOL}",
         )
     ]
     err1 = _doc(2, "error", case_index=1, case={"t": 2}, message="boom")

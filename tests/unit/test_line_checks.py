@@ -168,7 +168,8 @@ def test_a_second_result_for_a_case_is_an_error_and_results_without_case_start_a
     lines[3] = _result(3, 0)  # instead of case_start 1: a second result for case 0
     msgs = _errors(_events(lines))
     assert [seq for seq, _ in msgs] == [3]
-    assert "a second result for case 0 (the agent writes one result or error per case)" in msgs[0][1]
+    assert "a second result for case 0, which line 2 already ended with its result (the agent writes one result " \
+        "or error per case)" in msgs[0][1]
     bare = [echo_spool()[0], _result(1, 0), _result(2, 1), _result(3, 1), _result(4, 2)]  # no case_start lines
     assert [(seq, "a second result for case 1" in m) for seq, m in _errors(_events(bare))] == [(3, True)]
 
