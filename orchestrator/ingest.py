@@ -204,7 +204,7 @@ def done_record(ev: Event) -> dict[str, Any]:
         out["stopped_by"] = "sigterm"
     unfinished = _unfinished(ev)
     if unfinished:  # set by SpoolLines only: started cases without a row, one error row at this line (below)
-        out["unfinished"] = [{"case_index": u["case_index"], "line": u["line"]} for u in unfinished]
+        out["unfinished"] = [{"case_index": u.get("case_index"), "line": u.get("line")} for u in unfinished]
     return out
 
 

@@ -315,13 +315,16 @@ def test_a_line_orch_would_have_to_change_is_one_error_row_over_ssh(bed: tuple[O
     spool[-1] = spool[-1].replace('"results": 6', '"results": 3')
     rid = _plant(orch, host, spool)
     h = _collect(orch, rid, 1)["hosts"][0]
-    assert (h["status"], h["results"], h["errors"]) == ("failed", 1, 2), h
-    # the refused metric is the agent's own result (counted so: protocol.JUDGED_KEY); the foreign case's is not
+    assert (h["status"], h["results"], h["errors"]) == ("failed", 1, 3), h
+    # the refused metric is the agent's own result (counted so: protocol.JUDGED_KEY); the foreign case's is not;
+    # case 1 started and no line for it came: orch's row at the done line names it, on no side of the counts
+    assert h["error"].startswith("case 1 (started at line 3) has no result or error before the done line (line 7)")
     assert "3 results on the host, 2 stored; 0 errors on the host, 1 stored" in h["error"]
     store = Store.from_url(orch.db_url)
     try:
         rows = store.results(rid, limit=20).items
-        assert [(r.seq, r.case_index, r.status) for r in rows] == [(2, 0, "error"), (4, 2, "error"), (6, 2, "ok")]
+        assert [(r.seq, r.case_index, r.status) for r in rows] == [(2, 0, "error"), (4, 2, "error"), (6, 2, "ok"),
+                                                                   (7, 1, "error")]  # fmt: skip
         assert "metric 'time_ms': median must be a finite number, got 'fast'" in (rows[0].error or "")
         assert "it is for case 2, but the case started last is case 1" in (rows[1].error or "")
         assert store.get_run(rid).status == "partial"
