@@ -16,7 +16,7 @@ from orchestrator.protocol import EVENT_TYPES, Event
 from orchestrator.transport.lines import Line
 
 RUN = "01a2aaaa-0000-7000-8000-000000000010"
-TS0 = 1_800_000_000.0
+TS0 = 1_790_000_000.0
 PROTOCOL = "its content is not trusted"
 AGENT = Path(__file__).resolve().parents[2] / "agents" / "orch_agent"
 
