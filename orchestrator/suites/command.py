@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.errors import SuiteError
+from orchestrator.ingest import UNFINISHED_KEY
 from orchestrator.parsers import PARSERS, InvalidMeasurement, ParseError, RequestCounts, extract
 from orchestrator.parsers.base import value_at
 from orchestrator.protocol import JUDGED_KEY, Event, Metric, parse_metric
@@ -393,6 +394,18 @@ def _texts(outputs: Any, main: Any, stdout: Any) -> list[str]:
     return [o for o in outputs if isinstance(o, str)] if isinstance(outputs, list) and outputs else [text]
 
 
+def _done_cases(ev: Event) -> Event:
+    """``ev`` (a done) with ``argv``/``env``/``timeout_s`` dropped from the cases it names as unfinished."""
+    raw = ev.data.get(UNFINISHED_KEY)
+    if not isinstance(raw, list):
+        return ev
+    cases = [{**u, "case": {k: v for k, v in u["case"].items() if k not in CASE_COMMAND_KEYS}}
+             if isinstance(u, dict) and isinstance(u.get("case"), dict) else u for u in raw]  # fmt: skip
+    if cases == raw:
+        return ev
+    return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data={**ev.data, UNFINISHED_KEY: cases})
+
+
 def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutcome | None = None) -> Event:
     """Turn an agent event of a command suite into what is stored (orchestrator side of the ``command`` bench).
 
@@ -412,8 +425,12 @@ def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutc
       ``parsed``: the parse of :func:`parse_inputs`' texts made elsewhere (in a worker process bounded in time
       and memory, orchestrator/parsepool.py), or the exception it ended with; None parses here, unbounded.
     - any event with a case: ``argv``/``env``/``timeout_s`` move from the case to ``info.command`` (results) or
-      ``command`` (errors), so the stored case is the parameters alone.
+      ``command`` (errors), so the stored case is the parameters alone; so too from each case a ``done`` names as
+      started without a row (``ingest.UNFINISHED_KEY``: orch stores one error row for them, keyed by parameters
+      like the case's other rows, and a secret ``env`` value never reaches it).
     """
+    if ev.type == "done":
+        return _done_cases(ev)
     case = ev.case
     if case is None or not any(k in case for k in CASE_COMMAND_KEYS):
         return ev

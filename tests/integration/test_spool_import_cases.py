@@ -65,6 +65,11 @@ def test_a_started_case_whose_result_line_was_deleted_fails_the_host_naming_it(
     rows = _rows(db_url)
     assert [(seq, ci, st) for seq, ci, st, _ in rows] == [(3, 1, "ok"), (5, 2, "ok"), (6, 0, "error")]
     assert rows[2][3] == named
+    s = Store.from_url(db_url)
+    try:  # keyed by the case's parameters like its other rows: the command's argv and timeout stay out
+        assert [r.case for r in s.results(RUN_ID).items] == [{"t": 2}, {"t": 3}, {"t": 1}]
+    finally:
+        s.close()
     run_status, host_status, error = _status(db_url)
     assert (run_status, host_status) == ("partial", "failed") and error == named
     again = orch(str(spool), "--json")  # idempotent: the same verdict, no conflict, nothing stored twice

@@ -236,3 +236,16 @@ def _agent_types() -> set[str]:
 def test_every_type_the_agent_writes_is_one_orch_accepts() -> None:
     types = _agent_types()
     assert types == EVENT_TYPES, f"agent writes {sorted(types)}; orch accepts {sorted(EVENT_TYPES)}"
+
+
+def test_a_command_suites_unfinished_case_is_stored_by_its_parameters_without_its_env() -> None:
+    from orchestrator.suites.command import CommandSuite, command_result
+
+    suite = CommandSuite(source="t.yaml", argv=("/bin/echo", "t={t}"), env={"HF_TOKEN": "hunter2-secret"},
+                         timeout_s=600.0, grid=None, parser="regex", pattern="t=(?P<t>[0-9]+)", metrics=())  # fmt: skip
+    case = {"t": 1, "argv": ["/bin/echo", "t=1"], "env": {"HF_TOKEN": "hunter2-secret"}, "timeout_s": 600}
+    lines: list[Line] = [_hello(), _doc(1, "case_start", case_index=0, case=case), _done(2, 0)]
+    done = command_result(suite, _events(lines)[-1], "g")
+    assert done.data[UNFINISHED_KEY] == [{"case_index": 0, "line": 1, "case": {"t": 1}}]
+    row = unfinished_error(done)
+    assert row is not None and row.data["case"] == {"t": 1} and "hunter2" not in json.dumps(row.data)
