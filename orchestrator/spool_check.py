@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 from orchestrator.errors import HostError
 from orchestrator.ingest import done_record, unfinished_error
 from orchestrator.protocol import Event
+from orchestrator.store.compute import clean_metrics
 from orchestrator.store.records import ResultRecord
+from orchestrator.store.storable import storable_event
 from orchestrator.wording import counted
 
 if TYPE_CHECKING:  # the runner imports this module; SQLAlchemy loads with the store, not before
@@ -41,9 +43,18 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
     ``raw_ev``: the line as the agent wrote it (its metric figures are compared); ``ev``: the same line as the
     ingest would store it (enriched: a command suite's parsed case, status and scrubbed parameters).
     ``stored_done``: the stored ``done`` counts (``done_record``), compared with a done line at that position.
-    Returns one text per difference, each naming the line, the field and both values; [] when they agree."""
+    Returns one text per difference, each naming the line, the field and both values; [] when they agree.
+
+    The line is taken as the store takes it (``Store.ingest``): stand-ins for what a database cannot hold
+    (``storable_event``), and a result whose metrics ``clean_metrics`` rejects is an error row. A row saying the
+    database refused the line at its place (``store.refusals``) agrees with any line there: it holds nothing of
+    the line to compare."""
     where = f"line {ev.seq}"
     problems: list[str] = []
+    if row is not None and row.status == "error" and (row.error or "").startswith(refused_line_prefix(ev.seq, ev.type)):
+        return problems
+    ev, _ = storable_event(ev)
+    raw_ev, _ = storable_event(raw_ev)
     if ev.type not in ("result", "error"):
         if row is not None and not (ev.type == "done" and unfinished_error(ev) is not None):  # orch's case row
             problems.append(f"{where} is a {ev.type} line, the store holds a row of status {row.status} there")
@@ -54,7 +65,7 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
                 shown = ", ".join(f"{k} {mine.get(k)!r} vs {stored_done.get(k)!r} stored" for k in diff)
                 problems.append(f"{where}: the done line differs ({shown})")
         return problems
-    want = "ok" if ev.type == "result" else "error"
+    want = "ok" if ev.type == "result" and _clean(ev) else "error"
     if row is None or row.status != want:
         have = f"an {row.status} row" if row is not None else "no row"
         return [f"{where} would be an {want} row, the store holds {have} there"]
@@ -62,7 +73,7 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
         problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
     elif (ev.case or {}) != row.case:
         problems.append(f"{where}: case parameters {ev.case or {}} differ from the stored {row.case}")
-    if ev.type == "result":
+    if want == "ok":
         raw = raw_ev.data.get("metrics")  # the agent's own figures; derived ones depend on the GPU spec
         for name, m in raw.items() if isinstance(raw, dict) else ():
             have_m = row.metrics.get(str(name)) or {}
@@ -70,6 +81,20 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
                 if isinstance(m, dict) and m.get(key) is not None and have_m.get(key) != m.get(key):
                     problems.append(f"{where}: metric {name}.{key} is {m.get(key)!r}, {have_m.get(key)!r} stored")
     return problems
+
+
+def _clean(ev: Event) -> bool:
+    """Whether the store keeps the result ``ev`` as an ok row (its metrics pass ``clean_metrics``)."""
+    try:
+        clean_metrics(ev.data.get("metrics"))
+    except ValueError:
+        return False
+    return True
+
+
+def refused_line_prefix(seq: int, line_type: str) -> str:
+    """How the error row of a line the database refused begins (``store.refusals``)."""
+    return f"agent line {seq} ({line_type}) was not stored: "
 
 
 def hello_conflicts(hello: Event, *, run_id: str, host: str) -> list[str]:

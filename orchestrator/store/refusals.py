@@ -19,6 +19,7 @@ from sqlalchemy.exc import DataError, IntegrityError, InternalError
 
 from orchestrator.errors import StoreError
 from orchestrator.protocol import Event, case_fields, error_event
+from orchestrator.spool_check import refused_line_prefix
 from orchestrator.store.repo import Store
 
 _DATA_REFUSALS = (DataError, IntegrityError, InternalError)  # what a value (not the connection) caused
@@ -56,8 +57,8 @@ def ingest_keeping(
 def _store_refusal(store: Store, run_id: str, host: str, ev: Event, exc: StoreError,
                    lines_out: list[int] | None = None) -> int:  # fmt: skip
     message = (
-        f"agent line {ev.seq} ({ev.type}) was not stored: {exc.message}; the line stays in the host's spool, the "
-        "other lines are stored"
+        f"{refused_line_prefix(ev.seq, ev.type)}{exc.message}; the line stays in the host's spool, the other lines "
+        "are stored"
     )
     try:
         return store.ingest(run_id, host, [error_event(ev.seq, message, kind="store", line_type=ev.type,

@@ -115,3 +115,28 @@ def test_past_done_note_counts_the_lines() -> None:
     assert past_done_note(1, 7) == ("1 line after the done line (line 7) were not stored: the agent writes nothing "
                                     "after done, so the spool was changed or appended to")  # fmt: skip
     assert past_done_note(2, 5).startswith("2 lines after the done line (line 5)")
+
+
+def test_a_result_the_store_judged_malformed_agrees_with_its_error_row() -> None:
+    """``Store.ingest`` keeps a result whose metrics ``clean_metrics`` rejects as an error row: the same line read
+    again (on a reconnect) is no conflict, and an ok row there would be one."""
+    ev = Event(seq=2, type="result", data={"case_index": 0, "case": {"s": 0},
+                                           "metrics": {"x": {"value": "fast", "unit": "ms"}}})  # fmt: skip
+    assert line_conflicts(ev, ev, _row(2, status="error"), stored_done=None) == []
+    assert line_conflicts(ev, ev, _row(2), stored_done=None) == [
+        "line 2 would be an error row, the store holds an ok row there"
+    ]
+
+
+def test_a_line_the_database_refused_agrees_with_its_refusal_row() -> None:
+    """A line the database refused at its place (``store.refusals``) is an error row holding none of it."""
+    refusal = ResultRecord(run_id=RUN, host="gpu-a", seq=3, case_index=None, status="error", case={}, case_key="",
+                           m=None, concurrency=None, size_bytes=None, metrics={}, info=None,
+                           error="agent line 3 (log) was not stored: value too long; the line stays in the host's "
+                           "spool, the other lines are stored")  # fmt: skip
+    log = Event(seq=3, type="log", data={"message": "x" * 10})
+    assert line_conflicts(log, log, refusal, stored_done=None) == []
+    other = Event(seq=3, type="case_start", data={})
+    assert line_conflicts(other, other, refusal, stored_done=None) == [
+        "line 3 is a case_start line, the store holds a row of status error there"
+    ]
