@@ -98,11 +98,16 @@ class SpoolLines:
                                kind="protocol")  # fmt: skip
         ev = line_event(line, pos - self.shift, cap=self.cap, shift=self.shift)
         out = self._checked(ev, pos)
-        if out.type in ("result", "error") and out.case_index is not None and out.data.get("line_type") != "case_start":
-            self._unanswered.pop(out.case_index, None)  # a row for the case from its result or error line
-        elif out.type == "case_start" and out.case_index is not None:
-            self._unanswered[out.case_index] = (pos, out.case or {})
-        elif out.type == "done":
+        typ = out.type  # the hot path (a result line): one case_index read, no tuple built
+        if typ == "result" or typ == "error":
+            ci = out.case_index
+            if ci is not None and (typ == "result" or out.data.get("line_type") != "case_start"):
+                self._unanswered.pop(ci, None)  # a row for the case from its result or error line
+        elif typ == "case_start":
+            ci = out.case_index
+            if ci is not None:
+                self._unanswered[ci] = (pos, out.case or {})
+        elif typ == "done":
             out = self._with_unfinished(out)
         return out
 

@@ -95,9 +95,14 @@ class Metric:
         return d
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Event:
-    """A parsed agent line. ``data`` holds every field but ``v``, ``seq``, ``type``, ``ts``."""
+    """A parsed agent line. ``data`` holds every field but ``v``, ``seq``, ``type``, ``ts``.
+
+    Treated as immutable (no code assigns to a field; an event that changes is built anew), but not declared
+    ``frozen``: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, 1.5 us against
+    0.3 us here, and the ingest path builds up to two events per agent line (``bench/ingest.py``, 200 B lines:
+    ~2.5 us of ~10 us per line)."""
 
     seq: int
     type: str
