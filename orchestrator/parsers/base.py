@@ -88,15 +88,8 @@ def number_at(record: Record, path: str) -> float | None:
     path is absent or holds no number (a word, a list, a boolean). Raises :class:`UnfitNumber` when it holds a
     number outside the module's rule: an integer past 2**53, NaN or an infinity (also as a numeric string), or a
     non-zero number a double holds only as 0 (``1e-400``, read by :func:`~orchestrator.protocol.checked_float`)."""
-    node: Any = record
-    for part in path.split("."):
-        if isinstance(node, Mapping) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and part.isascii() and part.isdigit() and int(part) < len(node):
-            node = node[int(part)]
-        else:
-            return None
-    if isinstance(node, bool):
+    node = value_at(record, path)
+    if node is None or isinstance(node, bool):
         return None
     shown = repr(node)
     if isinstance(node, str):
