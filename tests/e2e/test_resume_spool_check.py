@@ -16,6 +16,7 @@ import pytest
 
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch
+from tests.e2e.killed_run import killed_after_first_result, wait_first_result
 from tests.plugins.timing import scaled, wait_for
 
 pytestmark = [pytest.mark.sshd]
@@ -42,26 +43,11 @@ def _done(spool: Path) -> bool:
     return spool.is_file() and any(doc.get("type") == "done" for doc in _lines(spool))
 
 
-def _first_result(store: Store) -> str | None:
-    try:
-        runs = store.list_runs(limit=1).items
-    except Exception:  # noqa: BLE001 - the run has not created the schema yet
-        return None
-    return runs[0].id if runs and runs[0].results >= 1 else None
-
-
 def _killed_run(orch: Orch, host: Any, suites: Path, store: Store) -> tuple[str, Path]:
     """A run of ``slow`` whose orch was SIGKILLed once one result was stored, its agent left to finish: the run
     id and the host's spool (with its done line)."""
-    proc = orch.popen("run", "slow", "--hosts", "gpu-a", "--suite-dir", str(suites), "--timeout", str(scaled(30)))
-    try:
-        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=120,
-                          what="a first stored result")  # fmt: skip
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-    finally:
-        proc.kill()  # orch dies without a word; the agent runs on, detached
-        proc.communicate()
-    assert isinstance(run_id, str)
+    run_id = killed_after_first_result(orch, store, "slow", "--hosts", "gpu-a", "--suite-dir", str(suites),
+                                       "--timeout", str(scaled(30)))  # fmt: skip
     spool = host.home / ".orch" / "runs" / run_id / "gpu-a" / "events.jsonl"
     wait_for(lambda: _done(spool), timeout_s=120, what="the agent's done line on the host")
     return run_id, spool
@@ -207,9 +193,7 @@ def test_a_reconnect_after_a_drop_refuses_a_spool_rewritten_meanwhile(one_host_a
     proc = orch.popen("run", "slow", "--hosts", "gpu-a", "--suite-dir", str(suites), "--timeout", str(scaled(30)),
                       "--json")  # fmt: skip
     try:
-        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=120,
-                          what="a first stored result")  # fmt: skip
-        assert proc.poll() is None and isinstance(run_id, str), proc.communicate()[1][-3000:]
+        run_id = wait_first_result(store, proc)
         spool = host.home / ".orch" / "runs" / run_id / "gpu-a" / "events.jsonl"
         wait_for(lambda: len(_lines(spool)) >= 4, timeout_s=60, what="the second case's start on the host")
         stored = {r.seq: r.metrics["wall_ms"]["value"] for r in store.results(run_id, limit=100).items}

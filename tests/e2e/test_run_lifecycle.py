@@ -11,7 +11,8 @@ import pytest
 
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch
-from tests.plugins.timing import scaled, wait_for
+from tests.e2e.killed_run import killed_after_first_result
+from tests.plugins.timing import scaled
 
 pytestmark = [pytest.mark.sshd]
 
@@ -66,14 +67,6 @@ metrics:
 """
 
 
-def _first_result(store: Store) -> str | None:
-    try:
-        runs = store.list_runs(limit=1).items
-    except Exception:  # noqa: BLE001 - the run has not created the schema yet
-        return None
-    return runs[0].id if runs and runs[0].results >= 1 else None
-
-
 def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, list[Any]], tmp_path: Path) -> None:
     """Issue 19: no test resumed an unfinished run. orch dies mid-run; the agent goes on on the host;
     ``orch run --resume`` follows the spool from the last stored line to the end: each case exactly once, the
@@ -83,15 +76,8 @@ def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, li
     suites.mkdir()
     (suites / "slow.yaml").write_text(SLOW_SUITE)
     store = Store.from_url(orch.db_url)
-    proc = orch.popen("run", "slow-steps", "--hosts", "gpu-a", "--suite-dir", str(suites), "--timeout", str(scaled(30)))
-    try:
-        run_id = wait_for(lambda: _first_result(store) or proc.poll() is not None, timeout_s=120,
-                          what="a first stored result")  # fmt: skip
-        assert proc.poll() is None, proc.communicate()[1][-3000:]
-    finally:
-        proc.kill()  # orch dies without a word; the agent runs on, detached
-        proc.communicate()
-    assert isinstance(run_id, str)
+    run_id = killed_after_first_result(orch, store, "slow-steps", "--hosts", "gpu-a", "--suite-dir", str(suites),
+                                       "--timeout", str(scaled(30)))  # fmt: skip
     before = store.get_run(run_id)
     assert before.status == "running" and 1 <= before.results < 6, before
 
