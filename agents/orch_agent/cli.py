@@ -550,14 +550,37 @@ def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
     return runs
 
 
-def _read_text(path: str) -> dict[str, Any]:
+def _read_output(path: str) -> bytes | None:
+    """The bytes of a kept output file, or None when ``path`` is not a regular file (a symbolic link, a FIFO, a
+    directory put in its place): opened without following a link (which could reach a file outside the run
+    directory) and without blocking (a FIFO's open waited for a writer: ``orch runs logs`` hung), never read."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _read_text(path: str) -> dict[str, Any] | None:
     """``{"text", "encoding", "bytes", "sha256"}`` of the file at ``path``: ``text`` is the file itself when it is
-    valid UTF-8 (``encoding`` ``"utf-8"``), else its base64 (``"base64"``), so no byte is ever replaced."""
+    valid UTF-8 (``encoding`` ``"utf-8"``), else its base64 (``"base64"``), so no byte is ever replaced. None when
+    it is not a regular file (:func:`_read_output`): orch then names the output as gone from the host."""
     import base64
     import hashlib
 
-    with open(path, "rb") as f:
-        data = f.read()
+    data = _read_output(path)
+    if data is None:
+        return None
     try:
         text, encoding = data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -584,8 +607,11 @@ def cmd_logs(args: argparse.Namespace) -> int:
         out = []
         for k in sorted(runs):
             path = runs[k].get("output") or runs[k].get("stdout")
-            with open(path, "rb") as f:
-                out.append(f.read().decode("utf-8", "replace"))
+            data = _read_output(path) if path else None
+            if data is None:
+                raise CliError(f"the output {path} of case {args.case} is not a regular file (a symbolic link, a "
+                               "FIFO or a directory in its place): not read", "no_such_case", EXIT_NO_RUN)  # fmt: skip
+            out.append(data.decode("utf-8", "replace"))
         _print({"run_id": rd.run_id, "host": rd.host, "case_index": args.case, "outputs": out})
         return EXIT_OK
     doc = []
@@ -594,7 +620,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
         doc.append(
             {
                 "case_index": c,
-                "runs": [{"run": k, **{s: _read_text(p) for s, p in sorted(runs[k].items())}} for k in sorted(runs)],
+                "runs": [{"run": k, **{s: t for s, p in sorted(runs[k].items()) if (t := _read_text(p)) is not None}}
+                         for k in sorted(runs)],
             }
         )
     _print({"run_id": rd.run_id, "host": rd.host, "cases": doc})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -220,3 +221,32 @@ def test_utf8_outputs_stay_text_in_json(sshd_bed: SshdBed, tmp_path: Path) -> No
     assert f["stdout"] == {"text": "v: 1\n", "encoding": "utf-8", "bytes": 5, "sha256": _sha(b"v: 1\n"),
                            "check": "ok", "stored": {"bytes": 5, "sha256": _sha(b"v: 1\n")}}  # fmt: skip
     assert json.dumps(doc)
+
+
+def test_an_output_replaced_by_a_fifo_a_link_or_a_directory_is_named_gone_never_read(
+    sshd_bed: SshdBed, tmp_path: Path
+) -> None:
+    """A tester replaced kept outputs on the host: a FIFO made ``orch runs logs`` hang (the agent's open waited for
+    a writer), a symbolic link to a file outside the run directory was printed, a directory gave a bare
+    IsADirectoryError. None of them is read now: each is named as an output gone from the host, exit 1."""
+    orch, host, suites = _setup(sshd_bed, tmp_path)
+    run_id = _run(orch, suites, "ec")
+    out = _outputs(host, run_id)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("TOPSECRET\n")
+    (out / "0" / "0.stdout").unlink()
+    os.mkfifo(out / "0" / "0.stdout")
+    (out / "1" / "0.stdout").unlink()
+    (out / "1" / "0.stdout").symlink_to(secret)
+    (out / "2" / "0.stdout").unlink()
+    (out / "2" / "0.stdout").mkdir()
+    res = orch("runs", "logs", run_id, timeout=300)  # before: no answer within 200 s (the FIFO)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "TOPSECRET" not in res.stdout + res.stderr and "IsADirectoryError" not in res.stderr
+    err = " ".join(res.stderr.split())
+    for case, figure in ((0, b"v: 1\n"), (1, V2), (2, b"v: 3\n")):
+        assert f"case {case}: 1 of 2 outputs gone from the host; stored: run 0 stdout 5 bytes, sha256 " \
+               f"{_sha(figure)}" in err, err  # fmt: skip
+    doc = orch.json("runs", "logs", run_id, expect_rc=1)
+    assert [(m["case_index"], m["stream"]) for m in doc["hosts"][0]["missing"]] == [(0, "stdout"), (1, "stdout"),
+                                                                                   (2, "stdout")]  # fmt: skip
