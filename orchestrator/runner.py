@@ -100,6 +100,7 @@ from orchestrator.spool_check import (
     past_done_note,
     replaced_spool_error,
 )
+from orchestrator.store.compute import short_run_id
 from orchestrator.store_writer import IngestWriter
 from orchestrator.suites.command import command_result, parse_inputs
 from orchestrator.suites.origin import require_suite, suite_origin
@@ -1241,7 +1242,9 @@ async def cancel_run(
     collected: dict[str, HostOutcome] = {}
     registry = registry or builtin_registry()
     stopped = [o.host.name for o in outs if o.ok]
-    if stopped and detail.status == "running" and detail.suite in registry.names():
+    # a second cancel (its run stored cancelled, some stop not confirmed) collects too: a host that finished while
+    # it could not be reached keeps its done's verdict and results (the retried stop collected none of them)
+    if stopped and detail.status in ("running", "cancelled") and detail.suite in registry.names():
         runner = Runner(inventory, store, RunRequest(suite=detail.suite, selector=None, timeout_s=timeout_s),
                         registry=registry)  # fmt: skip
         collected = {h.host: h for h in (await runner.collect_stopped(detail.id, stopped)).hosts}
@@ -1261,7 +1264,12 @@ async def cancel_run(
                 store.finish_host_run(detail.id, o.host.name, "cancelled", CANCELLED_BY_USER)
             else:
                 store.finish_host_run(detail.id, o.host.name, v.stored_status, v.stored_error)
-        res.append(HostOutcome(o.host.name, v.status, error=v.error))
+        uncollected = None  # a stopped host whose spool may hold what no store row has: say how to collect it
+        if o.ok and detail.status in ("running", "cancelled") and detail.suite not in registry.names():
+            uncollected = (f"what its spool holds beyond the stored lines was not collected: the run's suite "
+                           f"{detail.suite!r} is not known here; collect it with orch run --resume "
+                           f"{short_run_id(detail.id)} --suite-dir DIR (the suite's folder)")  # fmt: skip
+        res.append(HostOutcome(o.host.name, v.status, error=v.error, hint=uncollected))
     final = store.get_run(detail.id)
     status = run_status(final.host_runs) if collected else "cancelled"
     store.finish_run(detail.id, status)

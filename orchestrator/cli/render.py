@@ -1138,6 +1138,9 @@ def cancelled(outcome: Any) -> None:
     hosts = "; ".join(f"{safe(h.host)} {h.status}" + (f" ({counted(h.results, 'result')})" if h.results else "")
                       + (f": {safe(h.error)}" if h.error else "") for h in outcome.hosts)  # fmt: skip
     console().print(f"run {short_run_id(outcome.run_id)} {outcome.status}: {hosts}", soft_wrap=True)
+    for h in outcome.hosts:
+        if h.hint:
+            console().print(f"  {safe(h.host)}: hint: {safe(h.hint)}", soft_wrap=True)
 
 def projection(rec: Any) -> None:
     """``orch project``: the inputs and formula, the projected rows, and the check when there is one."""

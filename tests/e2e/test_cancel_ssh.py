@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from orchestrator.store.compute import short_run_id
 from orchestrator.store.repo import Store
 from tests.e2e.cancel_counts import latest_run
 from tests.e2e.conftest import Orch
@@ -183,8 +184,13 @@ def test_a_stop_that_failed_is_sent_again_by_a_second_cancel(sshd_bed: SshdBed, 
         held = store.get_run(run_id).host_run("gpu-b")
         assert held is not None and held.error is not None and "the remote stop was not confirmed" in held.error
         b.start()
-        again = orch("cancel", run_id, "--json", "--timeout", str(scaled(30)), timeout=scaled(240))
+        again = orch("cancel", run_id, "--timeout", str(scaled(30)), timeout=scaled(240))
         assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+        # no --suite-dir: the user suite is not known here, so nothing was collected, and the answer says how
+        said = " ".join(again.stdout.split())
+        assert ("gpu-b: hint: what its spool holds beyond the stored lines was not collected: the run's suite "
+                f"'cancel-sleeper' is not known here; collect it with orch run --resume {short_run_id(run_id)} "
+                "--suite-dir DIR (the suite's folder)") in said, said  # fmt: skip
         wait_for(lambda: not _in_sessions(set(workers.values())) and not _sleeps(secs), timeout_s=60,
                  what="no process of the run left on either host")  # fmt: skip
         rec = store.get_run(run_id).host_run("gpu-b")
@@ -197,4 +203,40 @@ def test_a_stop_that_failed_is_sent_again_by_a_second_cancel(sshd_bed: SshdBed, 
             proc.kill()
             proc.communicate()
         _kill({p[0] for p in _in_sessions(set(workers.values()))} | set(_sleeps(secs)))
+        store.close()
+
+
+def test_a_second_cancel_collects_what_a_host_finished_while_it_could_not_be_reached(
+    sshd_bed: SshdBed, tmp_path: Path
+) -> None:
+    """A new user: orch killed, the agents then finished (``done`` completed on each host), gpu-b's sshd down at the
+    first ``orch cancel`` (exit 1, its stop not confirmed); the second ``orch cancel`` once gpu-b was back stored it
+    ``cancelled`` with 0 results, although its spool held them and a done. The second cancel now collects, as
+    the first does: gpu-b keeps its own verdict and results."""
+    secs = f"{0.2 + random.random() * 0.1:.4f}"
+    orch, store, proc, hosts = _start(sshd_bed, tmp_path, secs)
+    b = hosts[1]
+    suites = ("--suite-dir", str(tmp_path / "suites"))
+    try:
+        run_id = wait_for(lambda: latest_run(store) or proc.poll() is not None, timeout_s=120, what="the stored run")
+        assert isinstance(run_id, str), proc.communicate()[1][-3000:]
+        proc.kill()  # orch dies; the agents run on and finish
+        proc.communicate()
+        spools = [h.home / ".orch" / "runs" / run_id / h.name / "events.jsonl" for h in hosts]
+        wait_for(lambda: all(s.is_file() and b'"done"' in s.read_bytes() for s in spools), timeout_s=180,
+                 what="both agents' done lines")  # fmt: skip
+        b.stop()
+        first = orch("cancel", run_id, "--json", "--timeout", str(scaled(10)), *suites, timeout=scaled(240))
+        assert first.returncode == 1, first.stdout + first.stderr[-3000:]
+        b.start()
+        again = orch("cancel", run_id, "--json", "--timeout", str(scaled(30)), *suites, timeout=scaled(240))
+        assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+        recs = {h.host: h for h in store.get_run(run_id).host_runs}
+        assert [(recs[n].status, recs[n].results) for n in HOSTS] == [("completed", 2), ("completed", 2)], recs
+        assert {h["host"]: (h["status"], h["results"]) for h in json.loads(again.stdout)["hosts"]} == {
+            "gpu-b": ("completed", 2), "gpu-a": ("completed", 2)}  # fmt: skip
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
         store.close()
