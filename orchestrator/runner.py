@@ -569,7 +569,10 @@ class _HostRun:
                         batch, end = _drain(await queue.get(), queue)
                         batch, after = _cut_at_done(batch)
                         if after is not None:  # lines after done: never stored (spool_check.past_done_note)
-                            past = after + await _count_rest(queue)
+                            # the stream's end already drained with this batch: nothing more comes (counting the
+                            # queue then waited PAST_DONE_WAIT_S for an end that had come: a 30 s stall before the
+                            # done was stored, which lost a Slurm node's done to the job's 15 s grace)
+                            past = after + (await _count_rest(queue) if end is None else 0)
                             self.past_done = (past, batch[-1].seq) if past else None
                         if batch:
                             attempt = 0
