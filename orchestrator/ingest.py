@@ -193,6 +193,12 @@ def _type_problem(ev: Event, pos: int) -> str | None:
     return None
 
 
+def is_done_line(ev: Event) -> bool:
+    """Whether ``ev`` is the spool's done line: the agent's ``done``, or the error row orch made of a done line it
+    refused (at the wrong position, a bad field): either way the end of what the agent wrote."""
+    return ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done")
+
+
 def done_record(ev: Event) -> dict[str, Any]:
     """What the store keeps of a ``done`` event (``host_runs.done_counts``): the agent's ``counts`` as it sent them
     (``lines``, ``results``, ``errors``; agents before ``lines`` send only the last two), its ``status`` and the

@@ -71,7 +71,7 @@ from orchestrator.facts import host_facts_summary
 from orchestrator.fanout import fanout
 from orchestrator.fleet import FleetView, describe, fleet_view, gate
 from orchestrator.fleet import check_fields as check_drift_fields
-from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict
+from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict, is_done_line
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.resume import (
@@ -373,7 +373,7 @@ def _cut_at_done(batch: list[Event]) -> tuple[list[Event], int | None]:
     """``batch`` up to its done line (a done at the wrong position included), and how many lines followed it
     (None: no done line in the batch)."""
     for i, ev in enumerate(batch):
-        if ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done"):
+        if is_done_line(ev):
             return batch[: i + 1], len(batch) - i - 1
     return batch, None
 
@@ -1247,7 +1247,9 @@ async def cancel_run(
     stopped = [o.host.name for o in outs if o.ok]
     # a second cancel (its run stored cancelled, some stop not confirmed) collects too: a host that finished while
     # it could not be reached keeps its done's verdict and results (the retried stop collected none of them)
-    if stopped and detail.status in ("running", "cancelled") and detail.suite in registry.names():
+    collectable = detail.status in ("running", "cancelled")
+    known = detail.suite in registry.names()
+    if stopped and collectable and known:
         runner = Runner(inventory, store, RunRequest(suite=detail.suite, selector=None, timeout_s=timeout_s),
                         registry=registry)  # fmt: skip
         collected = {h.host: h for h in (await runner.collect_stopped(detail.id, stopped)).hosts}
@@ -1268,7 +1270,7 @@ async def cancel_run(
             else:
                 store.finish_host_run(detail.id, o.host.name, v.stored_status, v.stored_error)
         uncollected = None  # a stopped host whose spool may hold what no store row has: say how to collect it
-        if o.ok and detail.status in ("running", "cancelled") and detail.suite not in registry.names():
+        if o.ok and collectable and not known:
             uncollected = (f"what its spool holds beyond the stored lines was not collected: the run's suite "
                            f"{detail.suite!r} is not known here; collect it with orch run --resume "
                            f"{short_run_id(detail.id)} --suite-dir DIR (the suite's folder)")  # fmt: skip

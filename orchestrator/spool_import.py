@@ -41,7 +41,7 @@ from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
-from orchestrator.ingest import UNFINISHED_KEY, HostVerdict, SpoolLines, host_verdict
+from orchestrator.ingest import UNFINISHED_KEY, HostVerdict, SpoolLines, host_verdict, is_done_line
 from orchestrator.inventory import HOST_NAME_RE, Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
@@ -238,7 +238,7 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
             after_done += 1  # never stored: the agent writes nothing after done (spool_check.past_done_note)
             continue
         ev = spool.event(raw)
-        if ev.type == "done" or (ev.type == "error" and ev.data.get("line_type") == "done"):
+        if is_done_line(ev):
             done_at = pos
         if pos <= last:
             if stored is not None:
