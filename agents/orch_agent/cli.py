@@ -553,16 +553,15 @@ def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
 def _read_output(path: str) -> bytes | None:
     """The bytes of a kept output file, or None when ``path`` is not a regular file (a symbolic link, a FIFO, a
     directory put in its place): opened without following a link (which could reach a file outside the run
-    directory) and without blocking (a FIFO's open waited for a writer: ``orch runs logs`` hung), never read."""
-    import stat
+    directory) and without blocking (a FIFO's open waited for a writer: ``orch runs logs`` hung), never read
+    (:func:`runs.open_regular`)."""
+    from .runs import open_regular
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = open_regular(path)
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)

@@ -302,14 +302,21 @@ def parse_pid(raw: bytes | str) -> int | None:
     return pid if valid_pid(pid) else None
 
 
-def read_pid_file(path: str) -> bytes:
-    """The first :data:`PID_FILE_MAX_BYTES` of ``path``, opened without following a symbolic link (``O_NOFOLLOW``:
-    a link raises OSError ELOOP) and without blocking (a FIFO is refused, not waited on). Raises OSError, also
-    with EINVAL (our own) for anything but a regular file."""
+def open_regular(path: str) -> int:
+    """A read-only descriptor of the regular file at ``path``, opened without following a symbolic link
+    (``O_NOFOLLOW``: a link raises OSError ELOOP) and without blocking (a FIFO is refused, not waited on). Raises
+    OSError, also with EINVAL (our own) for anything but a regular file (the descriptor is closed then)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
+def read_pid_file(path: str) -> bytes:
+    """The first :data:`PID_FILE_MAX_BYTES` of ``path`` (:func:`open_regular`). Raises OSError."""
+    fd = open_regular(path)
     try:
-        if not S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", path)
         return os.read(fd, PID_FILE_MAX_BYTES)
     finally:
         os.close(fd)
