@@ -659,6 +659,11 @@ class _HostRun:
                 if prefix is not None:
                     self._refuse_changed(prefix)
                     prefix = None
+                if raw.seq == 0 and raw.type == "hello" and hello_conflicts(raw, run_id=self.r.run_id,
+                                                                            host=self.host.name):  # fmt: skip
+                    # another host's (or run's) spool in this one's place, none of it stored yet: not one line of
+                    # it is stored as this host's
+                    raise replaced_spool_error(self.host.name, self._spool_text(), self.r.run_id, raw)
                 ev = await with_full_outputs(t, agent, self.host, self.r.run_id, raw)
                 await queue.put(await self.enrich(ev))
         except Exception as exc:  # noqa: BLE001 - handed to follow(), which decides (reconnect or fail)

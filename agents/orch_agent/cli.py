@@ -67,7 +67,18 @@ import time
 from typing import Any
 
 from . import PROTOCOL_VERSION, fatal
-from .runs import RunDir, group_alive, pid_alive, session_members, start_time, stopped, valid_pid, valid_run_id
+from .runs import (
+    RunDir,
+    group_alive,
+    pid_alive,
+    session_members,
+    spec_as_sent,
+    spec_as_written,
+    start_time,
+    stopped,
+    valid_pid,
+    valid_run_id,
+)
 from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
 
 # Each command imports what only it needs (sysinfo, leases, reaper's ctypes, subprocess, platform, hashlib ...):
@@ -188,7 +199,7 @@ def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:
     st = rd.status()
     try:
         with open(rd.spec_path) as f:
-            old = json.load(f)
+            old = spec_as_sent(json.load(f))
     except (OSError, ValueError):
         old = None
     if old != spec:
@@ -273,7 +284,7 @@ def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
         fatal.reserve(rd.reason_path)
     except OSError as exc:
         raise _write_error(rd.reason_path, exc) from None
-    _write_file(rd.spec_path, json.dumps(spec, sort_keys=True).encode("utf-8"))
+    _write_file(rd.spec_path, spec_as_written(spec, rd.host))
     held = _take_leases(rd, spec)
     lease_paths = [os.path.join(_lease_dir(), u + ".lock") for u in sorted(held)]
     _write_file(os.path.join(rd.path, "leases.json"), json.dumps(lease_paths).encode("utf-8"))

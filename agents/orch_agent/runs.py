@@ -205,7 +205,9 @@ class RunDir:
         another run's directory would let this run's commands stop that run's worker and read its spool as this
         run's; the orch home and ``runs`` above may be links, to a bigger disk), or ``spec.json`` (written by
         ``start`` and ``slurm-task`` before any worker, read without following a link) names another run (a bind
-        mount of another run's directory shows that run's spec) or is a link. One sentence naming the directory
+        mount of another run's directory shows that run's spec), or was written for another host of this run
+        (:data:`SPEC_HOST_KEY`: in a home shared by several hosts, one host's directory mounted onto another's would
+        have its spool stored as the other host's results), or is a link. One sentence naming the directory
         and what it holds. A directory without ``spec.json`` yet (a start that died before writing it) proves
         nothing either way: None."""
         runs = os.path.dirname(os.path.dirname(self.path))
@@ -227,13 +229,18 @@ class RunDir:
             return None
         try:
             with os.fdopen(fd, "rb") as f:
-                held = json.loads(f.read().decode("utf-8")).get("run_id")
+                doc = json.loads(f.read().decode("utf-8"))
+            held, held_host = doc.get("run_id"), doc.get(SPEC_HOST_KEY)
         except (OSError, ValueError, AttributeError):
             return None  # unreadable or half written: start's own check of the spec says so
-        if held == self.run_id:
+        if held != self.run_id:
+            return (f"the run directory {self.path} holds the files of run {held!r} ({self.spec_path} names run "
+                    f"{held!r}, not {self.run_id!r}): another run's directory, linked or mounted here")  # fmt: skip
+        if held_host is None or held_host == self.host:  # a spec written before the host was recorded: None
             return None
-        return (f"the run directory {self.path} holds the files of run {held!r} ({self.spec_path} names run {held!r}, "
-                f"not {self.run_id!r}): another run's directory, linked or mounted here")  # fmt: skip
+        return (f"the run directory {self.path} holds host {held_host!r}'s files of run {held!r} ({self.spec_path} "
+                f"was written for host {held_host!r}, not {self.host!r}): another host's directory of this run, "
+                "linked or mounted here")  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """``{"run_id", "host", "state": running|finished|dead|unknown|unknown_worker, "pid", "lines", "done"}``
@@ -267,6 +274,25 @@ class RunDir:
         if state == "unknown_worker":
             out["pid_trouble"] = trouble
         return out
+
+
+# The key ``start`` and ``slurm-task`` add to ``spec.json``: the host directory the spec was written for (orch's
+# spec itself is the same for every host of a run). Never part of orch's spec: :func:`spec_as_sent` drops it.
+SPEC_HOST_KEY = "written_for_host"
+
+
+def spec_as_written(spec: dict[str, Any], host: str) -> bytes:
+    """``spec.json``'s bytes for ``spec`` written in ``host``'s run directory: the spec plus :data:`SPEC_HOST_KEY`,
+    so that :meth:`RunDir.not_this_run` can tell another host's directory of the same run."""
+    return json.dumps({**spec, SPEC_HOST_KEY: host}, sort_keys=True).encode("utf-8")
+
+
+def spec_as_sent(doc: Any) -> Any:
+    """``spec.json``'s document without :data:`SPEC_HOST_KEY`: the spec as orch sent it (what a second ``start``
+    compares with its own)."""
+    if isinstance(doc, dict):
+        return {k: v for k, v in doc.items() if k != SPEC_HOST_KEY}
+    return doc
 
 
 PID_MAX_LIMIT = 1 << 22  # PID_MAX_LIMIT of <linux/threads.h> on 64-bit: the most pid_max can be (proc(5))

@@ -25,7 +25,7 @@ from typing import Any
 
 from . import fatal
 from .meta import self_argv, self_env
-from .runs import RunDir, default_host, valid_run_id
+from .runs import RunDir, default_host, spec_as_written, valid_run_id
 from .spec import validate
 
 
@@ -54,7 +54,7 @@ def prepare(spec: dict[str, Any], orch_home: str | None, host: str) -> RunDir:
     # Inside a job step SIGTERM is Slurm's stop (scancel, orch cancel, the time limit, preemption), which orch
     # reads from sacct: the worker reports it as a cancel, not as a SIGTERM from outside orch (runs.cancel_path).
     rd.mark_cancel("slurm-task: Slurm's SIGTERM")
-    _write(rd.spec_path, json.dumps(spec, sort_keys=True).encode("utf-8"))
+    _write(rd.spec_path, spec_as_written(spec, rd.host))
     return rd
 
 

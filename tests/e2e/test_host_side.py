@@ -450,3 +450,72 @@ def test_local_host_keeps_its_state_where_orch_home_says(client_home: Any, tmp_p
     assert not (client_home.home / ".orch" / "runs").exists()
     said = " ".join(res.stdout.split())  # free text wraps at words; a path is never broken
     assert f"run state (spool, spec, outputs) on the hosts: here: {state}/runs/{run_id}/here/" in said, res.stdout
+
+
+@pytest.mark.parametrize("how", ["bind", "copy", "spool"])
+def test_resume_never_stores_one_hosts_spool_as_another_hosts_in_a_shared_home(
+    sshd_bed: SshdBed, tmp_path: Path, how: str
+) -> None:
+    """Two hosts of one run share an NFS home; orch dies mid-run. gpu-a's run directory mounted onto gpu-b's (or
+    copied over it): ``orch run --resume`` followed gpu-a's spool as gpu-b's, since the spec in it names the same
+    run. Now ``spec.json`` records the host it was written for: gpu-b fails naming gpu-a's files, none of them is
+    stored as gpu-b's, and gpu-a's own results are all collected. Only the spool copied (``spool``): orch itself
+    reads the hello at line 0, which names gpu-a."""
+    from tests.e2e.test_pid_file_ssh import _bind
+    from tests.plugins.timing import scaled
+
+    shared = tmp_path / "nfs-home"
+    shared.mkdir()
+    hosts = []
+    for name in ("gpu-a", "gpu-b"):
+        h = sshd_bed.add(name, start=False)
+        h.home = shared
+        h.start()
+        hosts.append(h)
+    orch = _orch(tmp_path, [(h, {}) for h in hosts])
+    suites = _write_suites(tmp_path)
+    secs = f"{4 + random.random():.4f}"
+    proc = orch.popen("run", "sleeper", "--hosts", "bed", "--suite-dir", str(suites), "--set", f"secs={secs}",
+                      "--json")  # fmt: skip
+    try:
+        run_id = _wait(lambda: _latest_run_id(orch), "the run", scaled(120))
+        dirs = {name: _run_dir(shared, run_id, name) for name in ("gpu-a", "gpu-b")}
+        _wait(lambda: all((d / "pid").is_file() for d in dirs.values()), "both workers", scaled(120))
+    finally:
+        proc.kill()  # orch's machine went down: the run stays running in the store, the workers go on
+        proc.communicate()
+    _wait(lambda: all(b'"done"' in (d / "events.jsonl").read_bytes() for d in dirs.values()), "both done",
+          scaled(120))  # fmt: skip
+    b_lines = (dirs["gpu-b"] / "events.jsonl").read_bytes()
+    mounted = False
+    if how == "bind":
+        if not _bind(dirs["gpu-a"], dirs["gpu-b"]):
+            pytest.skip("mount --bind is not allowed here")
+        mounted = True
+    else:
+        for name in ("events.jsonl", "spec.json")[: 2 if how == "copy" else 1]:
+            (dirs["gpu-b"] / name).write_bytes((dirs["gpu-a"] / name).read_bytes())
+    store = Store.from_url(orch.db_url)
+    stored_before = store.last_seq(run_id, "gpu-b")
+    try:
+        res = orch("run", "--resume", run_id, "--suite-dir", str(suites), "--json", timeout=scaled(300))
+    finally:
+        if mounted:
+            subprocess.run(["umount", str(dirs["gpu-b"])], check=True)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    doc = json.loads(res.stdout)
+    by_host = {h["host"]: h for h in doc["hosts"]}
+    assert by_host["gpu-a"]["status"] == "completed" and by_host["gpu-a"]["results"] == 2, by_host
+    b = by_host["gpu-b"]
+    assert b["status"] == "failed", b
+    if how == "spool":
+        said = f"holds run {run_id} of host 'gpu-a' (its first line says so), not run {run_id} of gpu-b"
+    else:
+        said = f"the run directory {dirs['gpu-b']} holds host 'gpu-a''s files of run {run_id!r}"
+    assert said in b["error"], b
+    try:
+        assert store.last_seq(run_id, "gpu-b") == stored_before  # not one line of gpu-a's stored as gpu-b's
+    finally:
+        store.close()
+    assert (dirs["gpu-b"] / "events.jsonl").read_bytes() == (b_lines if how == "bind" else
+                                                              (dirs["gpu-a"] / "events.jsonl").read_bytes())

@@ -27,7 +27,7 @@ def test_node_name_is_slurms_name_for_the_node(monkeypatch: pytest.MonkeyPatch) 
 def test_prepare_writes_the_nodes_run_directory_private(tmp_path: Path) -> None:
     rd = slurm_task.prepare(dict(SPEC), str(tmp_path), "gpu-017")
     assert rd.path == str(tmp_path / "runs" / "r-1" / "gpu-017")
-    assert json.loads(Path(rd.spec_path).read_text()) == SPEC
+    assert json.loads(Path(rd.spec_path).read_text()) == {**SPEC, "written_for_host": "gpu-017"}  # its own host
     assert os.stat(rd.path).st_mode & 0o077 == 0 and os.stat(rd.spec_path).st_mode & 0o077 == 0
     assert os.path.getsize(rd.reason_path) == 4096  # reserved for the worker's last words
 
