@@ -302,13 +302,56 @@ class HostVerdict:
         return "completed" if self.status == "partial" else self.status
 
 
+_INDICES_SHOWN = 8  # case indices named in a coverage problem; the rest are counted
+
+
+def _indices_text(indices: Sequence[int]) -> str:
+    shown = ", ".join(map(str, indices[:_INDICES_SHOWN]))
+    return shown + (f" and {len(indices) - _INDICES_SHOWN} more" if len(indices) > _INDICES_SHOWN else "")
+
+
+def coverage_problem(cases_total: int | None, case_indices: Sequence[int]) -> str | None:
+    """Why the stored rows do not give each of the run's cases its one outcome, or None when they do.
+
+    ``cases_total``: the ``cases_total`` of the host's ``hello`` (the cases the agent was given; None for a spool
+    without it: nothing to judge). ``case_indices``: the distinct case indices of the host run's stored result and
+    error rows (``Store.case_indices``). The agent writes, for each case 0 .. cases_total-1, one result or one
+    error line (``agents/orch_agent/worker.py``), so a ``done`` whose counts agree can still hide a case that has
+    no row (a result line standing in for another case's, a spool rewritten with the counts kept) or a row for a
+    case the run never had. One sentence naming up to :data:`_INDICES_SHOWN` indices of each kind."""
+    total = _count(cases_total)
+    if total is None:
+        return None
+    held = set(case_indices)
+    missing = [i for i in range(total) if i not in held]
+    beyond = sorted(i for i in held if not 0 <= i < total)
+    if not missing and not beyond:
+        return None
+    parts = []
+    if missing:
+        parts.append(f"no result or error stored for {counted(len(missing), 'case')} ({_indices_text(missing)})")
+    if beyond:
+        parts.append(f"rows stored for {counted(len(beyond), 'case')} the run does not have ({_indices_text(beyond)})")
+    return f"the agent's hello announced {counted(total, 'case')}: " + " and ".join(parts)
+
+
 def host_verdict(
-    done: Mapping[str, Any] | None, *, results: int, errors: int, judged: int = 0, first_error: str | None = None
+    done: Mapping[str, Any] | None,
+    *,
+    results: int,
+    errors: int,
+    judged: int = 0,
+    first_error: str | None = None,
+    cases_total: int | None = None,
+    case_indices: Sequence[int] | None = None,
 ) -> HostVerdict:
     """The verdict for a host whose spool was followed to its end. ``done``: :func:`done_record` of the stored
     ``done`` event, None when none was stored (the host did not finish, or its done line was not trusted);
     ``results``/``errors``: the host run's stored counts; ``judged``: see :func:`reconcile`; ``first_error``:
     the text of the host run's first error row, shown with the count of failed cases (cut to 300 characters).
+    ``cases_total`` and ``case_indices`` (:func:`coverage_problem`): a host that would be ``completed`` or
+    ``partial`` is ``failed`` when some case has no stored outcome, or a stored row names a case the run does not
+    have — the counts alone cannot show that a row stands in for another case's.
     A done record naming ``unfinished`` cases (:func:`done_record`) is ``failed`` naming them (unless the agent gave
     a ``reason``, which comes first); their one error row is orch's, not on the agent's side of the counts."""
     if done is None:
@@ -337,6 +380,10 @@ def host_verdict(
     failed = f"{counted(errors, 'case')} failed" + (f": {first_error[:300]}" if first_error else "")
     if done.get("status") == "failed" or (results == 0 and errors > 0):
         return HostVerdict("failed", failed if errors else "the agent reported failure")
+    uncovered = coverage_problem(cases_total, case_indices) if case_indices is not None else None
+    if uncovered is not None:
+        return HostVerdict("failed", "; ".join([uncovered, *([failed] if errors else [])]) +
+                           " (the store does not hold one outcome per case)")  # fmt: skip
     if errors:
         return HostVerdict("partial", failed)
     return HostVerdict("completed")

@@ -958,8 +958,10 @@ class Runner:
             if rec.errors
             else []
         )
+        cases = await self.writer.call(self.store.case_indices, self.run_id, host)  # every case's one outcome
         verdict = host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged,
-                               first_error=first[0].error if first else None)  # fmt: skip
+                               first_error=first[0].error if first else None, cases_total=rec.cases_total,
+                               case_indices=cases)  # fmt: skip
         return verdict, rec.results, rec.errors
 
     async def collect_stopped(self, run_id: str, hosts: Sequence[str]) -> RunOutcome:

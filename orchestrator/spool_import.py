@@ -375,12 +375,15 @@ def _stored_group(store: Store, name: str) -> str:
 def _verdict(store: Store, run_id: str, rec: HostRunRecord) -> HostVerdict:
     """The host's verdict as the runner gives it (``Runner.stored_verdict``): judged errors counted as the agent's
     results, the first error's text shown with the count of failed cases."""
+    cases = store.case_indices(run_id, rec.host)
     if not rec.errors:
-        return host_verdict(rec.done_counts, results=rec.results, errors=0)
+        return host_verdict(rec.done_counts, results=rec.results, errors=0, cases_total=rec.cases_total,
+                            case_indices=cases)  # fmt: skip
     first = store.results(run_id, host=rec.host, status="error", limit=1).items
     judged = store.judged_errors(run_id, rec.host)
     return host_verdict(rec.done_counts, results=rec.results, errors=rec.errors, judged=judged,
-                        first_error=first[0].error if first else None)  # fmt: skip
+                        first_error=first[0].error if first else None, cases_total=rec.cases_total,
+                        case_indices=cases)  # fmt: skip
 
 
 def _run_status(store: Store, run_id: str) -> str:

@@ -746,6 +746,19 @@ class Store:
             hr = s.scalars(q).one_or_none()
             return None if hr is None else _host_run_record(hr, None)
 
+    def case_indices(self, run_id: str, host: str) -> list[int]:
+        """The distinct case indices of the host run's result and error rows, ascending (rows without a case, as a
+        protocol error of a line outside any case, are not counted): ``ingest.coverage_problem`` judges them
+        against the hello's ``cases_total``."""
+        with self._read() as s:
+            q = (
+                select(Result.case_index)
+                .where(Result.run_id == run_id, Result.host == host, Result.case_index.is_not(None))
+                .distinct()
+                .order_by(Result.case_index)
+            )
+            return [int(i) for i in s.execute(q).scalars() if i is not None]
+
     def judged_errors(self, run_id: str, host: str) -> int:
         """How many of the host run's error rows orch made from the agent's result lines (``info.agent_result``,
         ``protocol.JUDGED_KEY``: set by ``suites/command.py`` when a parser or the request counts judged a tool's

@@ -45,6 +45,9 @@ metrics:
 """
 
 
+PLANTED = "planted-run"  # a hello's run id that _plant replaces with the planted run's
+
+
 @pytest.fixture
 def bed(one_host_any_db: tuple[Orch, SshdHost]) -> tuple[Orch, SshdHost]:
     return one_host_any_db
@@ -54,14 +57,15 @@ def _line(seq: int, type_: str, **fields: Any) -> str:
     return json.dumps({"v": 1, "seq": seq, "type": type_, "ts": 1_790_000_000.0 + seq, **fields})
 
 
-def _result(seq: int, m: int, **info: Any) -> str:
-    return _line(seq, "result", case_index=m, case={"ms": float(m)},
+def _result(seq: int, m: int, *, index: int | None = None, **info: Any) -> str:
+    """Case ``m`` of the sweep (index ``m - 1`` unless ``index`` is given): a result of ``m`` ms."""
+    return _line(seq, "result", case_index=m - 1 if index is None else index, case={"ms": float(m)},
                  metrics={"time_ms": {"value": float(m), "unit": "ms"}}, info=info)  # fmt: skip
 
 
 def _plant(orch: Orch, host: SshdHost, lines: list[str]) -> str:
     """A run of suite noop in the store, started on ``host`` (as if orch had lost it), whose spool on the host
-    holds ``lines``. Returns the run id."""
+    holds ``lines`` (a hello's ``run_id`` of :data:`PLANTED` becomes the new run's id). Returns the run id."""
     store = Store.from_url(orch.db_url)
     try:
         store.upsert_host(host.name, address=host.address, group="ct200", labels={})
@@ -74,13 +78,13 @@ def _plant(orch: Orch, host: SshdHost, lines: list[str]) -> str:
     run_dir.mkdir(parents=True)
     with open(run_dir / "events.jsonl", "w") as f:
         for line in lines:
-            f.write(line + "\n")
+            f.write(line.replace(f'"run_id": "{PLANTED}"', json.dumps({"run_id": rid})[1:-1]) + "\n")
     return rid
 
 
 def _spool(results: list[str], *, lines: int | None = None, errors: int = 0) -> list[str]:
     n = len(results)
-    body = [_line(0, "hello", agent_version="planted", run_id="x", suite="noop", facts={}, cases_total=n), *results]
+    body = [_line(0, "hello", agent_version="planted", run_id=PLANTED, suite="noop", facts={}, cases_total=n), *results]
     counts = {"lines": len(body) if lines is None else lines, "results": n, "errors": errors}
     return [*body, _line(len(body), "done", status="completed", counts=counts)]
 
@@ -199,6 +203,35 @@ def test_counts_that_disagree_with_the_spool_fail_the_host(bed: tuple[Orch, Sshd
     assert "9 lines on the host before done, 4 stored; 4 results on the host, 3 stored" in h["error"]
 
 
+COVERAGE = {
+    # cases_total, the cases whose result lines the spool holds (in order), what the host's error says
+    "a case skipped": (3, [0, 2], "the agent's hello announced 3 cases: no result or error stored for 1 case (1)"),
+    "no case at all": (2, [], "the agent's hello announced 2 cases: no result or error stored for 2 cases (0, 1)"),
+    "a case the run lacks": (2, [0, 1, 7], "rows stored for 1 case the run does not have (7)"),
+    "ten missing": (12, [0, 11], "no result or error stored for 10 cases (1, 2, 3, 4, 5, 6, 7, 8 and 2 more)"),
+}
+
+
+@pytest.mark.parametrize("shape", COVERAGE)
+def test_counts_that_agree_cannot_hide_a_case_without_its_outcome(bed: tuple[Orch, SshdHost], shape: str) -> None:
+    """The agent writes one result or error per case of its hello's ``cases_total``. A spool whose done counts
+    agree with its lines but which lacks a case (or holds one the run does not have) ended ``completed``: "every
+    line the agent wrote is stored" held, and yet a case had no number. Now the stored rows must give each case
+    its one outcome, or the host fails naming the cases."""
+    orch, host = bed
+    total, cases, said = COVERAGE[shape]
+    body = [_line(0, "hello", agent_version="planted", run_id=PLANTED, suite="noop", facts={}, cases_total=total)]
+    for m in cases:
+        body.append(_line(len(body), "case_start", case_index=m, case={"ms": float(m)}))
+        body.append(_result(len(body), m, index=m))
+    counts = {"lines": len(body), "results": len(cases), "errors": 0}
+    rid = _plant(orch, host, [*body, _line(len(body), "done", status="completed", counts=counts)])
+    doc = _collect(orch, rid, 1)
+    [h] = doc["hosts"]
+    assert doc["status"] != "completed" and h["status"] == "failed" and h["results"] == len(cases), doc
+    assert said in h["error"] and "(the store does not hold one outcome per case)" in h["error"], h
+
+
 @pytest.mark.timeout(900)
 def test_resume_after_the_host_was_lost_collects_its_remaining_cases(
     bed: tuple[Orch, SshdHost], tmp_path: Path
@@ -307,10 +340,11 @@ def test_a_line_orch_would_have_to_change_is_one_error_row_over_ssh(bed: tuple[O
     orch, host = bed
     body = []
     for ci in range(3):
-        body += [_line(1 + 2 * ci, "case_start", case_index=ci, case={"ms": float(ci)}), _result(2 + 2 * ci, ci)]
+        body += [_line(1 + 2 * ci, "case_start", case_index=ci, case={"ms": float(ci)}),
+                 _result(2 + 2 * ci, ci, index=ci)]  # fmt: skip
     body[1] = body[1].replace('"time_ms": {"value": 0.0, "unit": "ms"}', '"time_ms": {"value": 0.0, "unit": "ms", '
                               '"median": "fast"}')  # fmt: skip
-    body[3] = _result(4, 2)  # right after the case_start of case 1
+    body[3] = _result(4, 2, index=2)  # right after the case_start of case 1
     spool = _spool(body)
     spool[-1] = spool[-1].replace('"results": 6', '"results": 3')
     rid = _plant(orch, host, spool)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.ingest import HostVerdict, done_record, host_verdict, reconcile
+from orchestrator.ingest import HostVerdict, coverage_problem, done_record, host_verdict, reconcile
 from orchestrator.protocol import Event
 
 
@@ -140,3 +140,35 @@ def test_a_spool_holding_more_than_the_agent_wrote_is_not_called_a_loss() -> Non
     # a judged error row counts as the agent's result: 3 ok + 1 judged = the agent's 4; one foreign error more
     foreign_text = "(the spool holds lines the agent did not write)"
     assert (host_verdict(judged, results=3, errors=2, judged=1).error or "").endswith(foreign_text)
+
+
+@pytest.mark.parametrize(
+    ("total", "indices", "said"),
+    [
+        (3, [0, 1, 2], None),
+        (None, [5], None),  # a spool without cases_total: nothing to judge
+        (3, [0, 2], "the agent's hello announced 3 cases: no result or error stored for 1 case (1)"),
+        (1, [], "the agent's hello announced 1 case: no result or error stored for 1 case (0)"),
+        (2, [0, 1, 2, -1], "the agent's hello announced 2 cases: rows stored for 2 cases the run does not have "
+         "(-1, 2)"),
+        (3, [0, 9], "no result or error stored for 2 cases (1, 2) and rows stored for 1 case the run does not "
+         "have (9)"),
+        (10, [], "no result or error stored for 10 cases (0, 1, 2, 3, 4, 5, 6, 7 and 2 more)"),
+    ],
+)
+def test_coverage_problem_names_missing_and_foreign_cases(
+    total: int | None, indices: list[int], said: str | None
+) -> None:
+    got = coverage_problem(total, indices)
+    assert got == said if said is None or said.startswith("the agent's") else got is not None and said in got
+
+
+def test_counts_that_agree_with_a_case_missing_fail_the_host_and_keep_the_failed_cases_text() -> None:
+    done = {"status": "completed", "results": 1, "errors": 1, "lines": 5, "position": 5}
+    v = host_verdict(done, results=1, errors=1, first_error="boom", cases_total=3, case_indices=[0, 1])
+    assert v.status == "failed"
+    assert v.error == ("the agent's hello announced 3 cases: no result or error stored for 1 case (2); 1 case failed: "
+                       "boom (the store does not hold one outcome per case)")  # fmt: skip
+    assert host_verdict(done, results=1, errors=1, cases_total=2, case_indices=[0, 1]).status == "partial"
+    cancelled = {**done, "status": "cancelled"}
+    assert host_verdict(cancelled, results=1, errors=0, cases_total=3, case_indices=[0]).status == "cancelled"
