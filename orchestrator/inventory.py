@@ -292,6 +292,8 @@ def parse_inventory(text: str, path: str = "inventory.yaml") -> Inventory:
     except yamllines.DuplicateKeyError as exc:
         raise InventoryError(f"duplicate key {exc.key!r}", "remove one of the two entries", path=path,
                              line=exc.line) from None
+    except yamllines.YamlNumberError as exc:
+        raise InventoryError(exc.problem, exc.HINT, path=path, line=exc.line) from None
     except yamllines.YamlSyntaxError as exc:
         raise InventoryError(
             f"not valid YAML: {exc.problem}", "check indentation and quoting near that line", path=path, line=exc.line

@@ -8,6 +8,7 @@ in ``yaml.safe_load``; a list or mapping as a key is a YamlSyntaxError.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Sequence
 from typing import Any
 
@@ -41,6 +42,12 @@ class YamlSyntaxError(ValueError):
     def __init__(self, problem: str, line: int) -> None:
         super().__init__(problem)
         self.problem, self.line = problem, line
+
+
+class YamlNumberError(YamlSyntaxError):
+    """A number written in the YAML that a 64-bit float cannot hold as written (``1e400``, ``1.0e-400``)."""
+
+    HINT = "write a number between 4.9e-324 and 1.8e308 in magnitude (or 0), or quote it to make it a string"
 
 
 class _LineLoader(yaml.SafeLoader):
@@ -86,12 +93,41 @@ def _construct_sequence(loader: _LineLoader, node: yaml.SequenceNode) -> LinedLi
     return out
 
 
+# YAML 1.2's float (the core schema): ``1e5``, ``1.0e5``, ``1E-3`` are numbers. PyYAML resolves by YAML 1.1,
+# whose float needs a dot and a signed exponent, so it read them as the strings "1e5" / "1.0e5"; a number
+# parameter's default written so was refused as "not a number". Tried after YAML 1.1's own int and float.
+_LineLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
+def _construct_float(loader: _LineLoader, node: yaml.ScalarNode) -> Any:
+    """YAML's float, refusing what a double cannot hold as written (``protocol.checked_float``): ``1e400``
+    (PyYAML reads inf) and ``1.0e-400`` (a non-zero number read as 0.0) are YamlNumberErrors naming the line,
+    never a silent inf or 0 in a suite's default or an inventory value. ``.inf`` and ``.nan`` are YAML's own."""
+    value = loader.construct_yaml_float(node)
+    text = str(node.value).replace("_", "")
+    if isinstance(value, float) and "inf" not in text.lower() and "nan" not in text.lower() and ":" not in text:
+        from orchestrator.protocol import Unholdable, checked_float
+
+        held = checked_float(text)
+        if isinstance(held, Unholdable):
+            why = ("not zero but below the smallest double (4.9e-324), which holds it only as 0; write 0 if 0 is "
+                   "meant" if held.tiny else "past the range of a double (±1.8e308)")  # fmt: skip
+            raise YamlNumberError(f"the number {node.value} is {why}", node.start_mark.line + 1)
+    return value
+
+
+_LineLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 _LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
 
 
 def load(text: str) -> Any:
-    """Parse YAML text. Raises DuplicateKeyError or YamlSyntaxError (with the line), never yaml.YAMLError."""
+    """Parse YAML text. Raises DuplicateKeyError, YamlNumberError or YamlSyntaxError (with the line), never
+    yaml.YAMLError."""
     try:
         return yaml.load(text, Loader=_LineLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:

@@ -232,6 +232,8 @@ def parse_suite(text: str, path: str = "suite.yaml") -> SuiteDef:
         doc = yamllines.load(text)
     except yamllines.DuplicateKeyError as exc:
         raise SuiteError(f"{path}:{exc.line}: {exc.key}: duplicate key", "remove one of the two entries") from None
+    except yamllines.YamlNumberError as exc:
+        raise SuiteError(f"{path}:{exc.line}: {exc.problem}", exc.HINT) from None
     except yamllines.YamlSyntaxError as exc:
         line = f":{exc.line}" if exc.line else ""
         raise SuiteError(f"{path}{line}: not valid YAML: {exc.problem}", "check indentation and quoting") from None
