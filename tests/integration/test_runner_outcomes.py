@@ -26,9 +26,15 @@ def _runner(tmp_path: Path) -> Runner:
 
 
 def _spool(results: int, errors: int, counts: dict[str, int]) -> list[Event]:
-    evs = [hello(0)]
-    evs += [result_event(len(evs) + i, 2**i, 1.0) for i in range(results)]
-    evs += [Event(seq=len(evs) + i, type="error", data={"message": "OOM", "case": {"M": 9000 + i}})
+    """An agent's spool: a hello of ``results + errors`` cases, a result for each of the first ``results`` cases
+    and an error for each of the rest (each case its one outcome), then done with ``counts``."""
+    start = hello(0)
+    evs = [Event(seq=0, type="hello", data={**start.data, "cases_total": results + errors})]
+    for i in range(results):
+        ev = result_event(len(evs), 2**i, 1.0)
+        evs.append(Event(seq=ev.seq, type="result", ts=ev.ts, data={**ev.data, "case_index": i}))
+    evs += [Event(seq=len(evs) + i, type="error", data={"message": "OOM", "case_index": results + i,
+                                                           "case": {"M": 9000 + i}})
             for i in range(errors)]  # fmt: skip
     return [*evs, Event(seq=len(evs), type="done", data={"status": "completed", "counts": counts})]
 
