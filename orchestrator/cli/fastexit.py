@@ -14,6 +14,7 @@ tracker printed "leaked semaphore objects" after an ``os._exit``), and one under
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 _requested = False
@@ -33,10 +34,38 @@ def leave(code: int) -> None:
     if _requested and sys.getprofile() is None and sys.gettrace() is None and not (pool and pool.started()):
         if "logging" in sys.modules:
             sys.modules["logging"].shutdown()
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except (OSError, ValueError):  # a closed pipe: nothing more can be written there
-                pass
+        flush_stdout()
+        try:
+            sys.stderr.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be written there
+            pass
         os._exit(code)
+    flush_stdout()
     sys.exit(code)
+
+
+def flush_stdout() -> None:
+    """Write out what stdout holds; a reader that went away (a JSON document cut by ``| head -c``) ends the
+    process as :func:`broken_pipe` says, never as a success with the output cut, nor as Python's "Exception
+    ignored" at exit (status 120)."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        broken_pipe()
+    except (OSError, ValueError):  # closed by the command itself
+        pass
+
+
+def broken_pipe() -> None:
+    """The reader of stdout closed it before orch finished writing (``orch runs list | head -1``): end as the
+    shell's own tools do, killed by SIGPIPE (status 141 in a shell), silently. Not rich's default (exit 1, which in
+    orch's exit status means that a host or run failed) nor a traceback. stdout is pointed at /dev/null first, so
+    that no flush at exit writes to the closed pipe again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGPIPE)
+    os._exit(128 + signal.SIGPIPE)  # only where the signal could not end the process

@@ -41,7 +41,10 @@ def _show_version(value: bool) -> None:
 
 INVENTORY_HELP = "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml)."
 DB_HELP = "Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."
-EXIT_CODES_HELP = "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted."
+EXIT_CODES_HELP = (
+    "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted; killed by "
+    "SIGPIPE (141) when the reader of its output went away."
+)
 
 
 ROOT_EPILOG = (
@@ -224,6 +227,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
+    except BrokenPipeError:  # a plain write to stdout (JSON) whose reader went away: as the console's own writes
+        from orchestrator.cli import fastexit
+
+        fastexit.broken_pipe()
     except typer.TyperException as exc:  # usage errors (typer vendors click: its exceptions derive from this)
         show = getattr(exc, "show", None)
         if callable(show):

@@ -94,6 +94,13 @@ class ProseConsole(Console):
     suggested command and drops a line's indentation on the lines it wraps into); ``soft_wrap=True`` lines,
     tables and other renderables print as rich prints them."""
 
+    def on_broken_pipe(self) -> None:
+        """stdout's reader went away (``orch runs list | head -1``): :func:`fastexit.broken_pipe`."""
+        from orchestrator.cli import fastexit
+
+        self.quiet = True
+        fastexit.broken_pipe()
+
     def print(self, *objects: Any, **kwargs: Any) -> None:
         if len(objects) == 1 and isinstance(objects[0], (str, Text)) and set(kwargs) <= _PROSE_KWARGS:
             message = objects[0]

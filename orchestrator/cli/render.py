@@ -102,9 +102,25 @@ def error(exc: OrchError) -> None:
 
 
 def print_json(doc: Any) -> None:
-    """``--json``: one JSON document on stdout and nothing else there."""
-    sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
-    sys.stdout.flush()
+    """``--json``: one JSON document on stdout and nothing else there, written whole: a reader that goes away
+    before the end (``| head -c 100``) ends orch as ``fastexit.broken_pipe`` says. Written with ``os.write`` in
+    a loop: Python's buffered stdout took a pipe's partial write (the kernel's SIGPIPE ignored) and exited 0 with
+    the document cut."""
+    from orchestrator.cli import fastexit
+
+    data = memoryview((json.dumps(doc, indent=2, default=str) + "\n").encode("utf-8"))
+    try:
+        sys.stdout.flush()
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a file (captured in-process by a test): as text
+        sys.stdout.write(data.tobytes().decode("utf-8"))
+        sys.stdout.flush()
+        return
+    try:
+        while data:
+            data = data[os.write(fd, data) :]
+    except BrokenPipeError:
+        fastexit.broken_pipe()
 
 
 _STATUS_STYLE = {
