@@ -36,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from orchestrator import parsepool
+from orchestrator import controller, parsepool
 from orchestrator.agentctl import (
     START_TIMEOUT_S,
     dead_worker_error,
@@ -897,7 +897,7 @@ class Runner:
             self.store.set_run_info,
             self.run_id,
             {"orch": version_info().as_dict(), "fleet": view.to_dict(), **replay_info(self.req),
-             **suite_origin(self.registry, self.req.suite)},  # fmt: skip
+             **suite_origin(self.registry, self.req.suite), "controller": controller.this_process()},  # fmt: skip
         )
         return await self._drive(hosts, resume=False, runs=runs, failed=failed)
 
@@ -1001,6 +1001,8 @@ class Runner:
             silent_limit_s=self.req.silent_limit_s,
             **resume_fields(detail.params, detail.info),
         )
+        # this process drives the run now (`orch runs show` tells a run left by a dead controller from this one)
+        await self.writer.call(self.store.set_run_info, run_id, {"controller": controller.this_process()})
         if isinstance(detail.info.get("slurm"), dict):  # reattach to the Slurm job and its nodes' spools
             from orchestrator.slurm.service import SlurmDriver, slurm_group_of
 

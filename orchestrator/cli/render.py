@@ -574,6 +574,22 @@ def _plateau_text(p: Any) -> str:
     return f"plateau from M={p.plateau_from_m}, {bound}"
 
 
+def orphaned_note(run: Any) -> tuple[str, str] | None:
+    """``(warning, hint)`` for a run still ``pending``/``running`` whose controller (the orch process that drove
+    it, ``info.controller``) is gone on this machine (``controller.gone``): nothing collects its results; None
+    otherwise (finished, driven now, or driven from another machine)."""
+    from orchestrator import controller
+
+    if run.status not in ("pending", "running"):
+        return None
+    why = controller.gone((run.info or {}).get("controller"))
+    if why is None:
+        return None
+    return (f"run {short_run_id(run.id)} is marked {run.status}, but {why}: nothing is collecting its results",
+            f"collect what its hosts hold (their agents run on): orch run --resume {run.id}; or stop them: "
+            f"orch cancel {run.id}")  # fmt: skip
+
+
 def run_detail(run: Any, results: list[Any]) -> None:
     """``orch runs show``: the run, its hosts, then one results table per host (moe-sweep: with the plateau and
     the compute-bound start, defined in a footnote)."""
@@ -585,6 +601,10 @@ def run_detail(run: Any, results: list[Any]) -> None:
             f"status {safe(run.status)}  label {safe(run.label or '-')}", soft_wrap=True)  # fmt: skip
     c.print(f"started {_when(run.started_at)} UTC by {safe(run.started_by)}; finished {_when(run.finished_at)}",
             soft_wrap=True)  # fmt: skip
+    orphaned = orphaned_note(run)
+    if orphaned is not None:
+        c.print(f"[yellow]warning:[/yellow] {safe(orphaned[0])}", soft_wrap=True)
+        c.print(f"[yellow]hint:[/yellow] {safe(orphaned[1])}", soft_wrap=True)
     from orchestrator.cli.asked import asked_line, preset_line
 
     c.print(safe(asked_line(run.params or {})) + "; " + safe(preset_line(run)), soft_wrap=True)

@@ -131,7 +131,9 @@ def show(
         rid = store.resolve_run_id(run_id)
         run, results = store.get_run(rid), store.results(rid, limit=SHOW_MAX_RESULTS)
     if json_out:
-        render.print_json(run_document(run, results.items, full=True))
+        orphaned = render.orphaned_note(run)
+        render.print_json({**run_document(run, results.items, full=True),
+                           "orphaned": None if orphaned is None else {"warning": orphaned[0], "hint": orphaned[1]}})
     else:
         render.run_detail(run, results.items)
 

@@ -519,3 +519,40 @@ def test_resume_never_stores_one_hosts_spool_as_another_hosts_in_a_shared_home(
         store.close()
     assert (dirs["gpu-b"] / "events.jsonl").read_bytes() == (b_lines if how == "bind" else
                                                               (dirs["gpu-a"] / "events.jsonl").read_bytes())
+
+
+def test_a_run_whose_orch_process_died_says_so_with_the_resume_command(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    """orch killed mid-run (its terminal closed, the OOM killer): the run stayed ``running`` in `orch runs show`
+    forever, with nothing saying that no one collects it. Now the run records the orch process driving it;
+    `runs show` names it gone and gives `orch run --resume`, which collects the rest; a run being driven, or
+    finished, says nothing of the kind."""
+    from orchestrator.store.compute import short_run_id
+    from tests.plugins.timing import scaled
+
+    host = sshd_bed.add("gpu-a")
+    orch = _orch(tmp_path, [(host, {})])
+    suites = _write_suites(tmp_path)
+    secs = f"{3 + random.random():.4f}"
+    proc = orch.popen("run", "sleeper", "--hosts", "bed", "--suite-dir", str(suites), "--set", f"secs={secs}",
+                      "--json")  # fmt: skip
+    try:
+        run_id = _wait(lambda: _latest_run_id(orch), "the run", scaled(120))
+        _wait(lambda: (_run_dir(host.home, run_id, "gpu-a") / "pid").is_file(), "the worker", scaled(120))
+        live = orch.json("runs", "show", run_id)
+        assert live["run"]["status"] == "running" and live["orphaned"] is None, live["orphaned"]
+    finally:
+        proc.kill()
+        proc.communicate()
+    shown = orch("runs", "show", run_id)
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert f"warning: run {short_run_id(run_id)} is marked running, but" in text and (
+        f"is marked running, but the orch process that drove it (pid {proc.pid} on {os.uname().nodename}) is gone: "
+        "nothing is collecting its results") in text, shown.stdout
+    assert f"orch run --resume {run_id}" in text and f"orch cancel {run_id}" in text, shown.stdout
+    doc = orch.json("runs", "show", run_id)
+    assert f"pid {proc.pid}" in doc["orphaned"]["warning"], doc["orphaned"]
+    done = orch.json("run", "--resume", run_id, "--suite-dir", str(suites), timeout=scaled(300))
+    assert done["status"] == "completed" and done["hosts"][0]["results"] == 2, done
+    after = orch.json("runs", "show", run_id)
+    assert after["orphaned"] is None and after["run"]["status"] == "completed"
