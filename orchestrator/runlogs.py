@@ -184,10 +184,11 @@ def check_keeps_outputs(run_id: str, suite: str) -> None:
         )
 
 
-def check_case(run_id: str, case: int | None, totals: list[int | None]) -> None:
+def check_case(run_id: str, case: int | None, totals: list[int | None], option: str = "--case") -> None:
     """Raise UsageError when ``case`` is not an index of the run's cases: 0 to N-1, N the most cases a host of
     the run announced (``cases_total`` of its ``hello`` line; ``totals`` holds one per host asked). Nothing is
-    checked when no host announced its count (the hosts then say which cases they kept)."""
+    checked when no host announced its count (the hosts then say which cases they kept). ``option``: the name
+    the message gives the value (the CLI's ``--case``, the API's ``case`` query parameter)."""
     from orchestrator.store.compute import short_run_id
     from orchestrator.wording import counted
 
@@ -197,8 +198,8 @@ def check_case(run_id: str, case: int | None, totals: list[int | None]) -> None:
     n, short = max(known), short_run_id(run_id)
     valid = f"numbered 0 to {n - 1}" if n else "none to show"
     raise UsageError(
-        f"--case {case} is out of range: run {short} has {counted(n, 'case')}, {valid}",
-        f"pass --case 0 to {n - 1}, or leave --case out for every case" if n else f"see `orch runs show {short}`",
+        f"{option} {case} is out of range: run {short} has {counted(n, 'case')}, {valid}",
+        f"pass {option} 0 to {n - 1}, or leave {option} out for every case" if n else f"see `orch runs show {short}`",
     )
 
 

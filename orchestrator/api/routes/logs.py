@@ -20,12 +20,15 @@ async def run_logs(
 ) -> RunLogsOut:  # fmt: skip
     """Full stdout/stderr/output of each timed run, read on the hosts over SSH (the server's ``ORCH_INVENTORY``
     names them); results only carry excerpts, sizes and sha256, which every fetched file is checked against.
-    A host that cannot answer, or whose outputs are gone or changed (``missing``, ``problems``), has ``error`` set."""
+    A host that cannot answer, or whose outputs are gone or changed (``missing``, ``problems``), has ``error`` set.
+    400, as ``orch runs logs`` exits 2: a run of a suite that runs no command, a ``case`` past the run's cases."""
     from orchestrator.inventory import load_inventory
-    from orchestrator.runlogs import fetch_logs
+    from orchestrator.runlogs import check_case, check_keeps_outputs, fetch_logs
     from orchestrator.store.outputs_repo import stored_outputs
 
     detail = store.get_run(run_id)
+    check_keeps_outputs(detail.id, detail.suite)  # UsageError: 400, before any host is asked
+    check_case(detail.id, case, [h.cases_total for h in detail.host_runs if host in (None, h.host)], option="case")
     stored = stored_outputs(store, detail.id, host)
     try:
         inventory = load_inventory(request.app.state.settings.inventory)
