@@ -376,7 +376,9 @@ def host_verdict(
     if problems:
         why = ("the spool holds lines the agent did not write" if _only_more_stored(done, done_seq, results, errors,
                judged) else "the store does not hold what the agent wrote")  # fmt: skip
-        return HostVerdict("failed", "; ".join(problems) + f" ({why})")
+        # the error row that often explains the difference (a line refused, a line past the cap) is named too
+        cause = f"; the first error row: {first_error[:300]}" if first_error else ""
+        return HostVerdict("failed", "; ".join(problems) + f" ({why}){cause}")
     failed = f"{counted(errors, 'case')} failed" + (f": {first_error[:300]}" if first_error else "")
     if done.get("status") == "failed" or (results == 0 and errors > 0):
         return HostVerdict("failed", failed if errors else "the agent reported failure")

@@ -147,6 +147,9 @@ def test_a_line_past_the_cap_is_exactly_one_error_row_and_the_run_is_not_complet
     assert doc["status"] == "partial" and doc["hosts"][0]["status"] == "failed", doc
     assert (doc["hosts"][0]["results"], doc["hosts"][0]["errors"]) == (2, 1)
     assert "3 results on the host, 2 stored" in doc["hosts"][0]["error"]
+    # the count's difference comes with its cause: the error row of the line past the cap
+    said = f"; the first error row: agent line 2 (claiming seq 2) is {MAX_LINE_BYTES + 1:,} bytes, over orch's cap"
+    assert said in doc["hosts"][0]["error"], doc["hosts"][0]["error"]
     store = Store.from_url(orch.db_url)
     rows = store.results(rid, limit=10).items
     assert [(r.seq, r.status) for r in rows] == [(1, "ok"), (2, "error"), (3, "ok")]

@@ -172,3 +172,15 @@ def test_counts_that_agree_with_a_case_missing_fail_the_host_and_keep_the_failed
     assert host_verdict(done, results=1, errors=1, cases_total=2, case_indices=[0, 1]).status == "partial"
     cancelled = {**done, "status": "cancelled"}
     assert host_verdict(cancelled, results=1, errors=0, cases_total=3, case_indices=[0]).status == "cancelled"
+
+
+def test_counts_that_disagree_name_the_first_error_row_as_their_likely_cause() -> None:
+    done = {"status": "completed", "results": 3, "errors": 0, "lines": 4, "position": 4}
+    refused = "agent line 2 (result) was not stored: metrics.t.value is 1e400, past the range of a double"
+    v = host_verdict(done, results=2, errors=1, first_error=refused)
+    assert v.status == "failed"
+    assert v.error == ("3 results on the host, 2 stored; 0 errors on the host, 1 stored (the store does not hold "
+                       f"what the agent wrote); the first error row: {refused}")  # fmt: skip
+    assert host_verdict(done, results=2, errors=1).error == ("3 results on the host, 2 stored; 0 errors on the "
+                                                             "host, 1 stored (the store does not hold what the "
+                                                             "agent wrote)")  # fmt: skip
