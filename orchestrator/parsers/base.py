@@ -24,14 +24,13 @@ output must give the same figure whether a suite reads it with ``json`` or ``reg
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float
+from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float, exact_json
 
 Record = Mapping[str, Any]
 
@@ -83,6 +82,14 @@ def value_at(record: Record, path: str) -> Any:
     return node
 
 
+def holds_null(record: Record, path: str) -> bool:
+    """Whether dotted ``path`` is in ``record`` and holds JSON ``null`` (which :func:`value_at` cannot tell from
+    an absent path): the tool wrote the field with no value, which a message says, not "found no metric"."""
+    parent, _, last = path.rpartition(".")
+    node = value_at(record, parent) if parent else record
+    return isinstance(node, Mapping) and last in node and node[last] is None
+
+
 def number_at(record: Record, path: str) -> float | None:
     """The number at dotted ``path`` in ``record`` (an ``int`` when the output wrote an integer), None when the
     path is absent or holds no number (a word, a list, a boolean). Raises :class:`UnfitNumber` when it holds a
@@ -95,8 +102,8 @@ def number_at(record: Record, path: str) -> float | None:
     if isinstance(node, str):
         text = node.strip()
         shown = text
-        if _INT_TEXT.fullmatch(text):
-            node = int(text)
+        if _INT_TEXT.fullmatch(text):  # past 310 digits past a double's range, and never int() of thousands
+            node = int(text) if len(text) <= 310 else Unholdable(text)
         elif _FLOAT_TEXT.fullmatch(text) or _NONFINITE_TEXT.fullmatch(text):
             node = checked_float(text)
         else:
@@ -110,6 +117,9 @@ def number_at(record: Record, path: str) -> float | None:
         )
     if isinstance(node, Unholdable) and node.tiny:
         raise UnfitNumber(f"{node.text}, not zero but below the smallest double (4.9e-324): it would be stored as 0")
+    if isinstance(node, Unholdable) and any(c.isdigit() for c in node.text):  # 1e400, 309+ digits: as written
+        digits = f" ({node.digits:,} digits)" if "..." in node.text else ""
+        raise UnfitNumber(f"{node.text}{digits}, past the range of a double (±1.8e308): no measurement")
     if isinstance(node, float):
         if math.isfinite(node):
             return node
@@ -126,7 +136,7 @@ def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
         if not line.startswith("{"):
             continue
         try:
-            doc = json.loads(line, parse_float=checked_float)
+            doc = exact_json(line)  # an integer of 4,300+ digits is a number past range, not "no JSON"
         except (ValueError, RecursionError):
             continue
         if isinstance(doc, dict):
@@ -137,7 +147,7 @@ def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
 def json_document(text: str) -> dict[str, Any] | None:
     """The whole text as one JSON object, else the last line that is one; None when there is neither."""
     try:
-        doc = json.loads(text, parse_float=checked_float)
+        doc = exact_json(text)
     except (ValueError, RecursionError):
         lines = json_lines(text)
         return lines[-1] if lines else None

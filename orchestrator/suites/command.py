@@ -32,7 +32,7 @@ from typing import Any
 from orchestrator.errors import SuiteError
 from orchestrator.ingest import UNFINISHED_KEY
 from orchestrator.parsers import PARSERS, InvalidMeasurement, ParseError, RequestCounts, extract
-from orchestrator.parsers.base import value_at
+from orchestrator.parsers.base import holds_null, value_at
 from orchestrator.protocol import JUDGED_KEY, Event, Metric, parse_metric
 from orchestrator.suites.secrets import redact_env
 
@@ -351,6 +351,10 @@ def parse_case(suite: CommandSuite, outputs: Sequence[str], case: Mapping[str, A
                     f"parser {suite.parser}: {where} in the output is {shown[:80]}, not a number (a metric is "
                     f"written in ASCII decimal digits: 12, -1.5, 2e3){run}"
                 )
+            if held is None and any(holds_null(r, paths[name]) for r in records):
+                where = f"metric {name!r}" + (f" (path {paths[name]})" if paths[name] != name else "")
+                raise ParseError(f"parser {suite.parser}: {where} in the output is null: the tool wrote the field "
+                                 f"without a value, no measurement{run}")  # fmt: skip
         if missing:
             raise ParseError(
                 f"parser {suite.parser} found no metric {', '.join(missing)} in the output{run} "

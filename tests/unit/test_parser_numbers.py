@@ -515,7 +515,9 @@ def test_the_exact_integer_edges_are_metrics_in_every_generic_parser(parser: str
         ("-9223372036854775809", "-9223372036854775809", _INT_RULE),  # regex stored these three as floats
         ("18446744073709551616", "18446744073709551616", _INT_RULE),
         ("12345678901234567890", "12345678901234567890", _INT_RULE),
-        ("1e400", "inf", _NOT_FINITE),
+        ("1e400", "1e400", "past the range of a double (±1.8e308): no measurement"),  # JSON read it as inf
+        ("9" * 5000, "99999999999999999999...9999999999 (5,000 digits)",
+         "past the range of a double (±1.8e308): no measurement"),  # JSON said "no JSON object" (int digits cap)
     ],
 )
 def test_a_value_no_metric_may_hold_is_one_parse_error_naming_metric_and_value(
@@ -525,7 +527,6 @@ def test_a_value_no_metric_may_hold_is_one_parse_error_naming_metric_and_value(
     with pytest.raises(ParseError) as exc:
         parse_case(_generic(parser), [text, text], {})
     hint = " (a figure that large is written as a float, 1.8e19, or in a larger unit)" if why == _INT_RULE else ""
-    shown = written if parser == "regex" else shown  # JSON gives the number read (1e400 reads as inf)
     assert str(exc.value) == f"parser {parser}: metric 'v' in the output is {shown}, {why}{hint} (run 1 of 2)"
 
 
@@ -590,3 +591,14 @@ def test_a_word_or_foreign_digits_are_no_number_and_an_earlier_record_is_never_t
     # the last match holding v decides: an unfit value there is refused, never replaced by an earlier one
     with pytest.raises(ParseError, match="is 99999999999999999999"):
         parse_case(regex, ["v=5\nv=99999999999999999999"])
+
+
+@pytest.mark.parametrize("parser", ["json", "jsonl"])
+def test_a_metric_written_as_null_is_named_not_missing(parser: str) -> None:
+    """``{"v": null}`` said "found no metric v in the output (looked for v)": the field is there, without a value."""
+    with pytest.raises(ParseError) as exc:
+        parse_case(_generic(parser), ['{"v": null}'], {})
+    assert str(exc.value) == (f"parser {parser}: metric 'v' in the output is null: the tool wrote the field without "
+                              "a value, no measurement")  # fmt: skip
+    with pytest.raises(ParseError, match="found no metric v in the output"):
+        parse_case(_generic(parser), ['{"w": null}'], {})

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from orchestrator.parsers.base import ParserDef, RequestCounts, json_document, json_lines, lookup, request_counts
 
 
@@ -70,13 +72,17 @@ def test_number_at_follows_one_rule_for_json_numbers_and_numeric_strings() -> No
         else:
             raise AssertionError(f"{value!r} was taken")
     for value, shown in ((float("nan"), "nan"), (float("-inf"), "-inf"), ("NaN", "NaN"), ("-Infinity", "-Infinity"),
-                         ("inf", "inf"), ("1e400", "1e400")):  # fmt: skip
+                         ("inf", "inf")):  # fmt: skip
         try:
             number_at({"a": value}, "a")
         except UnfitNumber as exc:
             assert str(exc) == f"{shown}, not a finite number (NaN, an infinity, or past float's range): no measurement"
         else:
             raise AssertionError(f"{value!r} was taken")
+    for value in ("1e400", "-2E+999"):  # a number written past a double's range: named as written, not as inf
+        with pytest.raises(UnfitNumber) as unfit:
+            number_at({"a": value}, "a")
+        assert str(unfit.value) == f"{value}, past the range of a double (±1.8e308): no measurement"
     assert lookup({"a": 2**63}, "a") is None and lookup({"a": "nan"}, "a") is None  # lookup: None, never raises
     assert number_at({"a": [1, 2]}, "a.\u0661") is None  # a list index is ASCII digits too
 
