@@ -356,7 +356,8 @@ def test_2000_case_sweep_starts_with_the_spec_on_stdin_never_in_ps(sshd_bed: Ssh
             proc.kill()
 
 
-def test_two_hosts_sharing_one_home_run_one_run(sshd_bed: SshdBed, tmp_path: Path) -> None:
+def _shared_home(sshd_bed: SshdBed, tmp_path: Path) -> tuple[Path, Orch, Path]:
+    """gpu-a and gpu-b, two sshd hosts whose home is one directory (an NFS home): ``(home, orch, suite dir)``."""
     shared = tmp_path / "nfs-home"
     shared.mkdir()
     hosts = []
@@ -365,8 +366,11 @@ def test_two_hosts_sharing_one_home_run_one_run(sshd_bed: SshdBed, tmp_path: Pat
         h.home = shared
         h.start()
         hosts.append(h)
-    orch = _orch(tmp_path, [(h, {}) for h in hosts])
-    suites = _write_suites(tmp_path)
+    return shared, _orch(tmp_path, [(h, {}) for h in hosts]), _write_suites(tmp_path)
+
+
+def test_two_hosts_sharing_one_home_run_one_run(sshd_bed: SshdBed, tmp_path: Path) -> None:
+    shared, orch, suites = _shared_home(sshd_bed, tmp_path)
     doc = orch.json("run", "big-output", "--hosts", "bed", "--suite-dir", str(suites), "--set", "lines=3")
     assert doc["status"] == "completed", doc
     assert sorted((h["host"], h["status"], h["results"]) for h in doc["hosts"]) == [
@@ -464,16 +468,7 @@ def test_resume_never_stores_one_hosts_spool_as_another_hosts_in_a_shared_home(
     from tests.e2e.test_pid_file_ssh import _bind
     from tests.plugins.timing import scaled
 
-    shared = tmp_path / "nfs-home"
-    shared.mkdir()
-    hosts = []
-    for name in ("gpu-a", "gpu-b"):
-        h = sshd_bed.add(name, start=False)
-        h.home = shared
-        h.start()
-        hosts.append(h)
-    orch = _orch(tmp_path, [(h, {}) for h in hosts])
-    suites = _write_suites(tmp_path)
+    shared, orch, suites = _shared_home(sshd_bed, tmp_path)
     secs = f"{4 + random.random():.4f}"
     proc = orch.popen("run", "sleeper", "--hosts", "bed", "--suite-dir", str(suites), "--set", f"secs={secs}",
                       "--json")  # fmt: skip
