@@ -33,7 +33,9 @@ from orchestrator.wording import counted
 if TYPE_CHECKING:  # the runner imports this module; SQLAlchemy loads with the store, not before
     from orchestrator.store.repo import Store
 
-COMPARED_FIGURES = ("value", "median", "p10", "p90", "min", "max", "n")  # the agent's own figures of a metric
+# the agent's own figures of a metric, and its unit (stored as written: ms rewritten to s is the same figure read
+# a thousand times larger)
+COMPARED_FIGURES = ("value", "unit", "median", "p10", "p90", "min", "max", "n")
 MAX_PROBLEMS_SHOWN = 5
 
 

@@ -102,19 +102,22 @@ def test_resume_refuses_another_runs_spool_copied_over_this_ones(slow_run: Any) 
     assert store.get_run(run_id).status != "completed"
 
 
-def test_resume_refuses_a_spool_whose_stored_lines_were_rewritten(slow_run: Any) -> None:
+@pytest.mark.parametrize(("field", "new"), [("value", 123456.0), ("unit", "s")])
+def test_resume_refuses_a_spool_whose_stored_lines_were_rewritten(slow_run: Any, field: str, new: Any) -> None:
     """Tester's B: ``wall_ms`` rewritten to 123456 in every result line, the stored ones included; the resume
     ended ``completed``, exit 0, showing 123,456 ms, while ``orch runs import`` refused the same file. Now both
-    name the same conflict (one comparison), and nothing of the changed spool is stored."""
+    name the same conflict (one comparison), and nothing of the changed spool is stored. The unit rewritten (ms
+    to s: the same figure, a thousand times the time) was not compared at all."""
     orch, _host, suites, store, run_id, spool = slow_run
     before, last_seq = _stored(store, run_id), store.last_seq(run_id, "gpu-a")
     docs = _lines(spool)
     for doc in docs:
         if doc.get("type") == "result":
-            doc["metrics"]["wall_ms"]["value"] = 123456.0
+            doc["metrics"]["wall_ms"][field] = new
     spool.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
     seq, _, _, stored_ms = next(row for row in before if row[1] == "ok")
-    conflict = f"line {seq}: metric wall_ms.value is 123456.0, {stored_ms!r} stored"
+    stored = stored_ms if field == "value" else "ms"
+    conflict = f"line {seq}: metric wall_ms.{field} is {new!r}, {stored!r} stored"
 
     rc, doc, err = _resume(orch, run_id, suites)
 
