@@ -220,9 +220,13 @@ def test_a_second_cancel_collects_what_a_host_finished_while_it_could_not_be_rea
     try:
         run_id = wait_for(lambda: latest_run(store) or proc.poll() is not None, timeout_s=120, what="the stored run")
         assert isinstance(run_id, str), proc.communicate()[1][-3000:]
+        spools = [h.home / ".orch" / "runs" / run_id / h.name / "events.jsonl" for h in hosts]
+        # the run is stored before orch starts the agents: killed before a host's start, that host never ran
+        # (under load this window was seconds wide, and the test waited for a done that could not come)
+        wait_for(lambda: all(s.is_file() for s in spools) or proc.poll() is not None, timeout_s=120,
+                 what="both agents' spools")  # fmt: skip
         proc.kill()  # orch dies; the agents run on and finish
         proc.communicate()
-        spools = [h.home / ".orch" / "runs" / run_id / h.name / "events.jsonl" for h in hosts]
         wait_for(lambda: all(s.is_file() and b'"done"' in s.read_bytes() for s in spools), timeout_s=180,
                  what="both agents' done lines")  # fmt: skip
         b.stop()
