@@ -82,6 +82,10 @@ def value_at(record: Record, path: str) -> Any:
     return node
 
 
+_INT_PAST = ("an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly (a figure "
+             "that large is written as a float, 1.8e19, or in a larger unit)")
+
+
 def holds_null(record: Record, path: str) -> bool:
     """Whether dotted ``path`` is in ``record`` and holds JSON ``null`` (which :func:`value_at` cannot tell from
     an absent path): the tool wrote the field with no value, which a message says, not "found no metric"."""
@@ -111,14 +115,13 @@ def number_at(record: Record, path: str) -> float | None:
     if isinstance(node, int):  # kept whole (a count stays 12, not 12.0)
         if INT_MIN <= node <= INT_MAX:
             return node
-        raise UnfitNumber(
-            f"{shown}, an integer past 2**53, which the store's numbers (IEEE 754 doubles) cannot hold exactly "
-            "(a figure that large is written as a float, 1.8e19, or in a larger unit)"
-        )
+        raise UnfitNumber(f"{shown}, {_INT_PAST}")
     if isinstance(node, Unholdable) and node.tiny:
         raise UnfitNumber(f"{node.text}, not zero but below the smallest double (4.9e-324): it would be stored as 0")
     if isinstance(node, Unholdable) and any(c.isdigit() for c in node.text):  # 1e400, 309+ digits: as written
         digits = f" ({node.digits:,} digits)" if "..." in node.text else ""
+        if node.text.lstrip("+-").replace("...", "").isdigit():  # an integer literal: the integers' rule
+            raise UnfitNumber(f"{node.text}{digits}, {_INT_PAST}")
         raise UnfitNumber(f"{node.text}{digits}, past the range of a double (±1.8e308): no measurement")
     if isinstance(node, float):
         if math.isfinite(node):
