@@ -379,13 +379,18 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
         return error_event(pos, f"malformed agent line {pos} (not an object)", kind="protocol")
     # written exactly as orjson writes what was read (compact ASCII, the agent's spool.py): no key was dropped
     twice = [] if len(packed) == len(text) and text.isascii() else _keys_written_twice(text, doc)
-    if twice:
+    if twice:  # the row names the line's type and case where the line writes those once (as for a seq mismatch)
+        typ = doc.get("type")
+        named: dict[str, Any] = {"line_type": typ} if isinstance(typ, str) and "type" not in twice else {}
+        named.update((k, v) for k, v in case_fields(doc).items()
+                     if not any(t == k or t.startswith((f"{k}.", f"{k}[")) for t in twice))  # fmt: skip
         return error_event(
             pos,
             f"agent line {pos} writes the key{'s' if len(twice) > 1 else ''} {', '.join(map(repr, twice))} twice "
-            "at the top level; which one is meant is unknown (JSON readers keep the last), so its content is not "
+            "in one object; which one is meant is unknown (JSON readers keep the last), so its content is not "
             "trusted",
             kind="protocol",
+            **named,
         )
     v = doc.pop("v", None)
     if type(v) is not int or v != PROTOCOL_VERSION:  # true == 1 and 1.0 == 1 in Python: neither is version 1
@@ -415,8 +420,12 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
 
 
 def _keys_written_twice(text: str, doc: dict[str, Any]) -> list[str]:
-    """The top-level keys that the JSON object ``text`` (read as ``doc``) writes more than once; JSON readers keep
-    the last silently (RFC 8259 §4: names "SHOULD be unique", behaviour otherwise unpredictable).
+    """The keys that one object of the JSON text ``text`` (read as ``doc``) writes more than once, at any depth,
+    each named by its path (``metrics``, ``metrics.t.value``, ``rows[1].b``; an object's own repeats before those
+    of the objects inside it);
+    JSON readers keep the last silently (RFC 8259 §4: names "SHOULD be unique", behaviour otherwise
+    unpredictable), so a repeat anywhere in a line makes what it says ambiguous: a metric's ``value`` written
+    twice is two figures, one of them dropped without a trace.
 
     On the ingest hot path, so screens first. ``parse_line`` calls this only when the line is not exactly as
     long as orjson's compact writing of what was read (a line the agent wrote in ASCII is; a dropped repeat makes
@@ -425,27 +434,37 @@ def _keys_written_twice(text: str, doc: dict[str, Any]) -> list[str]:
     JSON; ``": "`` matches too), so a text with no more ``":`` than ``doc`` holds keys (nested ones included) has
     no key twice. One scan of the line (~3 ms for a 2 MB line, ~0.1 us for 200 B; bench/ingest.py). When there
     are more, ``\\":`` (a quote escaped inside a string: a tool's JSON output in an excerpt) is discounted, and
-    only a line that still has more is read again keeping every pair, where only a repeat among the top-level
-    pairs counts. Not detected: a writer that puts a space before the colon (``"v" :``) or a key ending in a
+    only a line that still has more is read again keeping every pair (numbers kept as their text: no digit limit,
+    nothing rounded). Not detected: a writer that puts a space before the colon (``"v" :``) or a key ending in a
     backslash next to a repeat; the agent writes neither."""
     written = text.count('":')
     keys = _count_keys(doc)
     if written <= keys or written - text.count('\\":') <= keys:
         return []
-    top: list[list[tuple[str, Any]]] = []
-
-    def keep(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        top[:] = [pairs]  # objects close innermost first: the last call is the top level
-        return dict(pairs)
-
     try:
-        json.loads(text, object_pairs_hook=keep)
+        tree = json.loads(text, object_pairs_hook=_Pairs, parse_int=str, parse_float=str, parse_constant=str)
     except (ValueError, RecursionError):
         return []
-    counts: dict[str, int] = {}
-    for k, _ in top[0] if top else []:
-        counts[k] = counts.get(k, 0) + 1
-    return [k for k, c in counts.items() if c > 1]
+    found: list[str] = []
+    stack: list[tuple[Any, str]] = [(tree, "")]
+    while stack:  # depth first, in the order the text writes them (children pushed in reverse)
+        node, path = stack.pop()
+        if isinstance(node, _Pairs):
+            seen: set[str] = set()
+            for k, _ in node:
+                name = f"{path}.{k}" if path else k
+                if k in seen and name not in found:
+                    found.append(name)
+                seen.add(k)
+            stack.extend((v, f"{path}.{k}" if path else k) for k, v in reversed(node) if isinstance(v, list))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}[{i}]") for i, v in reversed(list(enumerate(node))) if isinstance(v, list))
+    return found
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """An object's pairs as written, repeats kept (``_keys_written_twice``); a list, so that arrays (plain lists)
+    and objects are both walked."""
 
 
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None)})

@@ -68,3 +68,37 @@ def test_an_unholdable_line_is_one_error_row_through_the_cli(
         assert store.last_seq(RUN_ID, "l1") == 7
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    ("line4", "key"),
+    [
+        (_with_value("2.0, \"value\": 2000.0"), "metrics.wall_ms.value"),  # two figures, a thousand times apart
+        (_result(4, 1).replace(b'"case": {', b'"case": {"t": 20, '), "case.t"),
+        (_result(4, 1).replace(b'"metrics": {', b'"metrics": {"wall_ms": {"value": 1.0, "unit": "ms"}, '),
+         "metrics.wall_ms"),
+    ],
+    ids=["value", "case-param", "metric"],
+)
+def test_a_key_written_twice_below_the_top_level_is_one_error_row_through_the_cli(
+    tmp_path: Path, db_url: str, suite_dir: Path, line4: bytes, key: str
+) -> None:
+    """The testers' finding: a result line writing a metric's ``value`` (or a case parameter, or a whole metric)
+    twice was stored with the last one, as JSON readers keep it. Now, as for a repeat at the top level, the line is
+    one error row naming the key by its path, and the run is not completed."""
+    orch = import_cli(tmp_path, db_url, suite_dir)
+    lines = echo_lines()
+    lines[4] = line4
+    spool = _write(tmp_path / "events.jsonl", lines)
+    res = orch(str(spool))
+    assert res.returncode == 1, (res.stdout, res.stderr)
+    assert "Traceback" not in res.stderr and "orch hit a bug" not in res.stderr, res.stderr
+    store = Store.from_url(db_url)
+    try:
+        assert store.get_run(RUN_ID).status == "partial"
+        rows = store.results(RUN_ID).items
+        assert [(r.seq, r.status) for r in rows] == [(2, "ok"), (4, "error"), (6, "ok")], rows
+        assert f"agent line 4 writes the key {key!r} twice in one object" in (rows[1].error or ""), rows[1].error
+        assert rows[1].metrics in ({}, None)
+    finally:
+        store.close()

@@ -244,20 +244,30 @@ def test_a_ts_that_is_not_finite_is_a_protocol_error(written: str, shown: str) -
          "the key '\u00e9t\u00e9'"),  # escaped as the stdlib writes non-ASCII
         ('{"v": 1, "seq": 2, "type": "log", "msg": "a", "\u00e9t\u00e9": 1, "\u00e9t\u00e9": 2}',
          "the key '\u00e9t\u00e9'"),  # raw UTF-8
+        # below the top level (the testers': a metric's value written twice took the last figure silently)
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1},"metrics":{"t":{"value":1.0,"value":9.0,"unit":"ms"}}}',
+         "the key 'metrics.t.value'"),
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1,"M":2},"metrics":{"t":{"value":1.0,"unit":"ms"}}}',
+         "the key 'case.M'"),
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1},"info":{"rows":[{"b":1},{"b":1,"b":2}]}}',
+         "the key 'info.rows[1].b'"),  # in an object inside an array
+        ('{"v":1,"seq":2,"type":"result","seq":2,"case":{"M":1},"metrics":{"t":{"n":3,"n":4}}}',
+         "the keys 'seq', 'metrics.t.n'"),  # a line's own repeats first
     ],
 )  # fmt: skip
-def test_a_key_written_twice_at_the_top_level_is_a_protocol_error(raw: str, keys: str) -> None:
-    """JSON readers keep the last of a repeated key silently: the line's content is ambiguous, never stored."""
+def test_a_key_written_twice_in_one_object_is_a_protocol_error(raw: str, keys: str) -> None:
+    """JSON readers keep the last of a repeated key silently: the line's content is ambiguous, never stored,
+    whatever the depth of the object that repeats it."""
     for line_ in (raw, raw.encode()):
         ev = parse_line(line_, expected_seq=2)
         assert (ev.seq, ev.type, ev.data["kind"]) == (2, "error", "protocol")
         assert ev.data["message"] == (
-            f"agent line 2 writes {keys} twice at the top level; which one is meant is unknown (JSON readers keep "
+            f"agent line 2 writes {keys} twice in one object; which one is meant is unknown (JSON readers keep "
             "the last), so its content is not trusted"
         )
 
 
-def test_a_key_repeated_only_below_the_top_level_or_inside_text_is_fine() -> None:
+def test_a_key_repeated_in_different_objects_or_inside_text_is_fine() -> None:
     raw = line(seq=1, type="result", case={"M": 1, "case": 2}, metrics={"type": {"value": 1.0, "unit": "ms"}},
                info={"msg": '"metrics" and "seq" in a message', "inner": {"a": 1}, "other": {"a": 2}})  # fmt: skip
     ev = parse_line(raw, expected_seq=1)
@@ -274,7 +284,7 @@ def test_count_keys_counts_every_objects_keys_nested_in_objects_and_lists() -> N
 
 def test_the_duplicate_key_screen_reads_a_line_again_only_when_it_must(monkeypatch: pytest.MonkeyPatch) -> None:
     """The hot path: a line with no more ``":`` than keys (after discounting ``\\":`` inside strings) is never
-    parsed a second time; one with more is, and only a top-level repeat counts."""
+    parsed a second time; one with more is, and a repeat at any depth counts."""
     import orchestrator.protocol as protocol
 
     reads: list[str] = []
@@ -290,8 +300,8 @@ def test_the_duplicate_key_screen_reads_a_line_again_only_when_it_must(monkeypat
         assert protocol._keys_written_twice(text, real_loads(text)) == [] and reads == [], text
     ev = parse_line('{"v": 1, "seq": 0, "type": "log", "message": "m"}', expected_seq=0)  # not compact: screened
     assert ev.type == "log" and reads == []
-    nested = '{"v": 1, "a": {"b": 1, "b": 2}}'  # a repeat below the top level: read again, not refused
-    assert protocol._keys_written_twice(nested, real_loads(nested)) == [] and reads == [nested]
+    nested = '{"v": 1, "a": {"b": 1, "b": 2}}'  # a repeat below the top level: read again, named by its path
+    assert protocol._keys_written_twice(nested, real_loads(nested)) == ["a.b"] and reads == [nested]
 
 
 _MISMATCH = (
