@@ -78,6 +78,7 @@ from .runs import (
     stopped,
     valid_pid,
     valid_run_id,
+    workers_in,
 )
 from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
 
@@ -280,6 +281,18 @@ def _lease_dir() -> str:
 
 
 def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
+    # Whatever the files say (a pid file never written by a start that died after its fork, files removed by
+    # hand), a live worker of this run working here means no second one: two workers would write one spool. The
+    # start lock is held until a forked worker has its session and working directory, so it is seen here.
+    live = workers_in(rd.path, rd.run_id)
+    if live:
+        raise CliError(
+            "run {!r} already has a live worker (pid {}) in {}, though its pid file does not name it; not starting "
+            "a second one on its spool".format(rd.run_id, ", ".join(map(str, live)), rd.path),
+            "already_running",
+            EXIT_USAGE,
+            {"pid": live[0], "pids": live},
+        )
     try:
         fatal.reserve(rd.reason_path)
     except OSError as exc:

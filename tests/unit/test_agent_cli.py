@@ -297,3 +297,26 @@ def test_cancel_writes_no_done_into_a_spool_shorter_than_orch_stored(home: Path)
     ok = agent(home, "cancel", "cut", "--stored", "2")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert spool_types(home, "cut") == ["hello", "case_start", "done"]
+
+
+@pytest.mark.parametrize("removed", [("pid", "pid.start", "events.jsonl"), ("pid", "pid.start", "events.jsonl",
+                                                                             "spec.json")])  # fmt: skip
+def test_start_never_launches_a_second_worker_where_a_live_one_works(home: Path, removed: tuple[str, ...]) -> None:
+    """The testers' finding: with the pid file gone and no spool (a start that died between the fork and the pid
+    file, or files removed by hand), the run read ``unknown`` and a second ``start`` launched a second worker in the
+    same directory: two workers writing one spool. Now ``start`` looks for a live worker of the run working in the
+    directory (``runs.workers_in``) before it launches one, whatever the files say."""
+    s = spec("r9", [{"ms": 60000}])
+    pid = json.loads(start(home, s).stdout)["pid"]
+    wait_for(lambda: "case_start" in spool_types(home, "r9"))
+    for name in removed:
+        (run_dir(home, "r9") / name).unlink()
+    try:
+        dup = start(home, s)
+        out = json.loads(dup.stdout)
+        assert dup.returncode == 2 and out["code"] == "already_running", dup.stdout + dup.stderr
+        assert f"already has a live worker (pid {pid})" in out["error"], out
+        assert pid_alive(pid)
+        assert not (run_dir(home, "r9") / "pid").exists()  # nothing launched: no second worker's pid file
+    finally:
+        os.kill(pid, signal.SIGKILL)
