@@ -689,6 +689,7 @@ class _HostRun:
         if raw.seq == 0:
             if hello_conflicts(raw, run_id=self.r.run_id, host=self.host.name):
                 raise replaced_spool_error(self.host.name, self._spool_text(), self.r.run_id, raw)
+            prefix.compare(raw, raw)  # this run and host, but another agent, machine or case count than stored
             return
         ev = raw
         if raw.type == "result":

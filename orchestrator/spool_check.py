@@ -20,13 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from orchestrator.errors import HostError
+from orchestrator.facts import host_facts_summary
 from orchestrator.ingest import done_record, unfinished_error
 from orchestrator.protocol import Event
-from orchestrator.store.compute import clean_metrics
-from orchestrator.store.records import ResultRecord
+from orchestrator.store.compute import clean_metrics, from_unix
+from orchestrator.store.records import HostRunRecord, ResultRecord
 from orchestrator.store.storable import storable_event
 from orchestrator.wording import counted
 
@@ -37,14 +39,21 @@ if TYPE_CHECKING:  # the runner imports this module; SQLAlchemy loads with the s
 # a thousand times larger)
 COMPARED_FIGURES = ("value", "unit", "median", "p10", "p90", "min", "max", "n")
 MAX_PROBLEMS_SHOWN = 5
+# the host facts that identify the machine that wrote a spool (``facts.host_facts_summary`` keys); clocks, ECC and
+# nvidia-smi's warnings may change between two reads of one machine, these do not
+FACT_KEYS = ("hostname", "gpu_name", "gpu_uuids", "driver")
 
 
-def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored_done: Mapping[str, Any] | None
-                   ) -> list[str]:  # fmt: skip
+def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored_done: Mapping[str, Any] | None,
+                   stored_ts: datetime | None = None) -> list[str]:  # fmt: skip
     """How the spool's line at ``ev.seq`` (a stored position) differs from the stored ``row`` there (None: no row).
     ``raw_ev``: the line as the agent wrote it (its metric figures are compared); ``ev``: the same line as the
     ingest would store it (enriched: a command suite's parsed case, status and scrubbed parameters).
     ``stored_done``: the stored ``done`` counts (``done_record``), compared with a done line at that position.
+    ``stored_ts``: when the stored row's line was written (its ``ts``), compared with the line's. Besides the
+    status, case and parameters, an ok row's metric figures (:data:`COMPARED_FIGURES`), raw samples (``row``
+    read with its samples) and the ``info`` keys the agent wrote are compared; ``info`` keys orch adds (the GPU
+    spec, references: they follow the inventory, which may change before a resume) are not.
     Returns one text per difference, each naming the line, the field and both values; [] when they agree.
 
     The line is taken as the store takes it (``Store.ingest``): stand-ins for what a database cannot hold
@@ -71,6 +80,8 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
     if row is None or row.status != want:
         have = f"an {row.status} row" if row is not None else "no row"
         return [f"{where} would be an {want} row, the store holds {have} there"]
+    if stored_ts is not None and ev.ts is not None and from_unix(ev.ts) != stored_ts:
+        problems.append(f"{where}: ts is {ev.ts!r}, {stored_ts.timestamp()!r} stored")
     if row.case_index != ev.case_index:
         problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
     elif (ev.case or {}) != row.case:
@@ -82,7 +93,34 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
             for key in COMPARED_FIGURES:
                 if isinstance(m, dict) and m.get(key) is not None and have_m.get(key) != m.get(key):
                     problems.append(f"{where}: metric {name}.{key} is {m.get(key)!r}, {have_m.get(key)!r} stored")
+            if isinstance(m, dict) and (m.get("samples") is not None or "samples" in have_m):  # rows are read
+                # with their samples (StoredPrefix)
+                problems.extend(_samples_conflict(f"{where}: metric {name}", m.get("samples"), have_m["samples"]))
+        raw_info, info = raw_ev.data.get("info"), ev.data.get("info")
+        if isinstance(raw_info, dict) and isinstance(info, dict):
+            stored_info = row.info or {}
+            for key in raw_info:  # the agent's keys, as the ingest prepared them (a command suite's are replaced)
+                if key in info and info[key] != stored_info.get(key):
+                    problems.append(f"{where}: info.{key} is {_short(info[key])}, {_short(stored_info.get(key))} "
+                                    "stored")  # fmt: skip
     return problems
+
+
+def _samples_conflict(where: str, mine: Any, stored: Any) -> list[str]:
+    """How the raw samples ``mine`` of a metric differ from the ``stored`` ones: their count, or the first sample
+    that differs (lists of thousands of samples are never written out)."""
+    mine = mine if isinstance(mine, list) else []
+    stored = stored if isinstance(stored, list) else []
+    if len(mine) != len(stored):
+        return [f"{where} has {counted(len(mine), 'sample')}, {len(stored)} stored"]
+    at = next((i for i, (a, b) in enumerate(zip(mine, stored, strict=True)) if a != b), None)
+    return [] if at is None else [f"{where}.samples[{at}] is {mine[at]!r}, {stored[at]!r} stored"]
+
+
+def _short(value: Any) -> str:
+    """``repr`` of a value, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _clean(ev: Event) -> bool:
@@ -111,6 +149,42 @@ def hello_conflicts(hello: Event, *, run_id: str, host: str) -> list[str]:
     if isinstance(named_host, str) and named_host and named_host != host:
         problems.append(f"its hello names host {named_host!r}, not {host!r}")
     return problems
+
+
+def hello_record_conflicts(hello: Event, *, suite: str, rec: HostRunRecord | None) -> list[str]:
+    """How the spool's ``hello`` differs from the stored run (its ``suite``) and host run (``rec``: the agent
+    version, the case count and the host facts of :data:`FACT_KEYS` it stored): a spool of this run and host that
+    another agent or another machine wrote (a copy swapped in that keeps the run id and host name). A field the
+    stored host run lacks, or the hello lacks (the hello of a spec the agent could not read names no suite), is not
+    judged."""
+    problems: list[str] = []
+    named_suite = hello.data.get("suite")
+    if named_suite is not None and named_suite != suite:  # None: an agent that could not read its spec says so
+        problems.append(f"its hello names suite {named_suite!r}, the stored run is of suite {suite!r}")
+    if rec is None:
+        return problems
+    version = hello.data.get("agent_version")
+    if _known(version) and _known(rec.agent_version) and version != rec.agent_version:
+        problems.append(f"its hello names agent {str(version)[:12]}, the stored host run agent "
+                        f"{str(rec.agent_version)[:12]}")  # fmt: skip
+    total = hello.data.get("cases_total")
+    if isinstance(total, int) and not isinstance(total, bool) and rec.cases_total is not None \
+            and total != rec.cases_total:  # fmt: skip
+        problems.append(f"its hello announces {total} cases, the stored host run {rec.cases_total} cases")
+    facts = hello.data.get("facts")
+    if isinstance(facts, dict) and rec.facts:
+        summary = host_facts_summary(facts)
+        for key in FACT_KEYS:
+            mine, theirs = summary.get(key), rec.facts.get(key)
+            if _known(mine) and _known(theirs) and mine != theirs:
+                problems.append(f"host fact {key} is {mine!r} in the spool, {theirs!r} stored for {rec.host}")
+    return problems
+
+
+def _known(value: Any) -> bool:
+    """A stored or announced field worth comparing: not missing, empty, or the placeholders of an agent that could
+    not name its version (``"dev"``, an unpacked source tree) or a spool imported without one (``"unknown"``)."""
+    return value not in (None, [], "", "dev", "unknown")
 
 
 def replaced_spool_error(host: str, spool: str, run_id: str, hello: Event) -> HostError:
@@ -165,6 +239,9 @@ class StoredPrefix:
     rows: dict[int, ResultRecord]
     stored_done: dict[str, Any] | None = None
     problems: list[str] = field(default_factory=list)
+    suite: str = ""  # the stored run's suite, and its host run: the hello at line 0 is compared with them
+    record: HostRunRecord | None = None
+    times: dict[int, datetime] = field(default_factory=dict)  # each stored row's ts, by seq
 
     @classmethod
     def load(cls, store: Store, run_id: str, host: str) -> StoredPrefix:
@@ -173,18 +250,22 @@ class StoredPrefix:
         rows: dict[int, ResultRecord] = {}
         offset = 0
         while True:
-            page = store.results(run_id, host=host, limit=1000, offset=offset)
+            page = store.results(run_id, host=host, limit=1000, offset=offset, samples=True)
             rows.update((r.seq, r) for r in page.items)
             offset += len(page.items)
             if not page.items or offset >= page.total:
                 break
-        rec = store.get_run(run_id).host_run(host)
+        detail = store.get_run(run_id)
+        rec = detail.host_run(host)
         last = rec.last_seq if rec is not None else -1
-        return cls(run_id, host, last, rows, rec.done_counts if rec is not None else None)
+        return cls(run_id, host, last, rows, rec.done_counts if rec is not None else None, suite=detail.suite,
+                   record=rec, times=store.result_times(run_id, host))  # fmt: skip
 
     def compare(self, raw_ev: Event, ev: Event) -> None:
         """Note how the spool's line at ``ev.seq`` (at most ``last_seq``) differs from what is stored there."""
         if ev.seq == 0:
-            self.problems.extend(hello_conflicts(raw_ev, run_id=self.run_id, host=self.host))
+            self.problems.extend(hello_conflicts(raw_ev, run_id=self.run_id, host=self.host)
+                                 or hello_record_conflicts(raw_ev, suite=self.suite, rec=self.record))  # fmt: skip
             return
-        self.problems.extend(line_conflicts(raw_ev, ev, self.rows.get(ev.seq), stored_done=self.stored_done))
+        self.problems.extend(line_conflicts(raw_ev, ev, self.rows.get(ev.seq), stored_done=self.stored_done,
+                                            stored_ts=self.times.get(ev.seq)))  # fmt: skip

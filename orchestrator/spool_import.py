@@ -45,7 +45,7 @@ from orchestrator.ingest import UNFINISHED_KEY, HostVerdict, SpoolLines, host_ve
 from orchestrator.inventory import HOST_NAME_RE, Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
-from orchestrator.spool_check import StoredPrefix, past_done_note, shown
+from orchestrator.spool_check import StoredPrefix, hello_record_conflicts, past_done_note, shown
 from orchestrator.store.records import HostRunRecord
 from orchestrator.store.refusals import ingest_keeping
 from orchestrator.store.repo import RUN_ID_RE, Store
@@ -174,7 +174,7 @@ def import_spool(
         created = _create_run(store, path, run_id, suite, name, hello)
         existing = None if created else _existing_hosts(store, run_id)  # another import made it meanwhile
     if existing is not None:
-        _check_run(store, path, run_id, suite, name, hello, summary)
+        _check_run(store, path, run_id, name, hello)
         if name not in existing:  # another host of a run already stored: a run's spools come one by one
             _add_host(store, run_id, name)
     if not {s.host: s for s in store.host_run_states(run_id)}[name].started:
@@ -405,14 +405,11 @@ def _run_status(store: Store, run_id: str) -> str:
     return run
 
 
-_FACT_KEYS = ("hostname", "gpu_name", "gpu_uuids", "driver")  # what identifies the machine that wrote a spool
-
-
-def _check_run(store: Store, path: Path, run_id: str, suite: str, host: str, hello: Event,
-               summary: dict[str, Any]) -> None:  # fmt: skip
+def _check_run(store: Store, path: Path, run_id: str, host: str, hello: Event) -> None:
     """Refuse (UsageError, exit 2) a spool whose hello conflicts with the stored run: a host that is not one of a
-    live run's hosts (``orch run`` fixed them; only a run made by imports takes new hosts), another suite, or host
-    facts (hostname, GPU names/UUIDs, driver) or agent version that differ from the host run's."""
+    live run's hosts (``orch run`` fixed them; only a run made by imports takes new hosts), another suite, or an
+    agent version, case count or host facts (hostname, GPU names/UUIDs, driver) that differ from the host run's
+    (``spool_check.hello_record_conflicts``, the comparison a resume makes)."""
     detail = store.get_run(run_id)
     if detail.started_by != "orch runs import" and host not in detail.hosts:
         raise UsageError(
@@ -421,16 +418,7 @@ def _check_run(store: Store, path: Path, run_id: str, suite: str, host: str, hel
             "import the spool with --host naming the host that wrote it (one of the run's hosts); a spool of "
             "another run needs its own run",
         )
-    problems: list[str] = []
-    if detail.suite != suite:
-        problems.append(f"its hello names suite {suite!r}, the stored run is of suite {detail.suite!r}")
-    rec = detail.host_run(host)
-    if rec is not None and rec.facts:
-        for key in _FACT_KEYS:
-            mine, theirs = summary.get(key), rec.facts.get(key)
-            if mine not in (None, [], "") and theirs not in (None, [], "") and mine != theirs:
-                problems.append(f"host fact {key} is {mine!r} in the spool, {theirs!r} stored for {host}")
-    _refuse(path, run_id, host, problems)
+    _refuse(path, run_id, host, hello_record_conflicts(hello, suite=detail.suite, rec=detail.host_run(host)))
 
 
 def _refuse(path: Path, run_id: str, host: str, problems: list[str]) -> None:

@@ -580,6 +580,16 @@ class Store:
             if unfinished is not None:
                 rows.append(_result_row(run_id, host, unfinished, "error", {}, None, str(unfinished.data["message"])))
 
+    def result_times(self, run_id: str, host: str) -> dict[int, datetime]:
+        """When the agent wrote each stored row of a host run (its line's ``ts``, aware UTC), by seq; rows
+        without one are left out. Raises nothing for an unknown run or host (an empty dict)."""
+        with self._read() as s:
+            rows = s.execute(
+                select(Result.seq, Result.ts).where(Result.run_id == run_id, Result.host == host,
+                                                    Result.ts.is_not(None))  # fmt: skip
+            ).all()
+        return {r.seq: r.ts for r in rows}
+
     def last_seq(self, run_id: str, host: str) -> int:
         with self._read() as s:
             return self._host_run(s, run_id, host).last_seq

@@ -175,6 +175,16 @@ def test_a_done_line_that_is_not_stored_still_ends_the_run(store: Store, tmp_pat
          "line 4: metric wall_ms.value is 9.0, 2.0 stored"),  # fmt: skip
         (lambda ls: ls.__setitem__(0, ls[0].replace(b'"hostname": "l1"', b'"hostname": "other-node"')),
          "host fact hostname is 'other-node' in the spool, 'l1' stored for l1"),  # fmt: skip
+        (lambda ls: ls.__setitem__(0, ls[0].replace(b"a" * 64, b"b" * 64)),
+         "its hello names agent bbbbbbbbbbbb, the stored host run agent aaaaaaaaaaaa"),  # fmt: skip
+        (lambda ls: ls.__setitem__(0, ls[0].replace(b'"cases_total": 3', b'"cases_total": 2')),
+         "its hello announces 2 cases, the stored host run 3 cases"),  # fmt: skip
+        (lambda ls: ls.__setitem__(4, ls[4].replace(b'"samples": [2.0]', b'"samples": [2000.0]')),
+         "line 4: metric wall_ms.samples[0] is 2000.0, 2.0 stored"),  # fmt: skip
+        (lambda ls: ls.__setitem__(4, ls[4].replace(b'"exit_status": 0', b'"exit_status": 1')),
+         "line 4: info.exit_status is 1, 0 stored"),  # fmt: skip
+        (lambda ls: ls.__setitem__(4, ls[4].replace(b'"ts": 1790000004.0', b'"ts": 1790000099.5')),
+         "line 4: ts is 1790000099.5, 1790000004.0 stored"),  # fmt: skip
         (lambda ls: ls.__setitem__(6, _result(6, 2, case={**_case(2), "t": 30})),
          "line 6: case parameters {'t': 30} differ from the stored {'t': 3}"),  # fmt: skip
         (lambda ls: [ls.__setitem__(3, _line(3, "case_start", case_index=2, case=_case(2))),

@@ -140,3 +140,44 @@ def test_a_line_the_database_refused_agrees_with_its_refusal_row() -> None:
     assert line_conflicts(other, other, refusal, stored_done=None) == [
         "line 3 is a case_start line, the store holds a row of status error there"
     ]
+
+
+def _with(ev: Event, *, samples: list[Any] | None = None, info: dict[str, Any] | None = None,
+          ts: float | None = None) -> Event:  # fmt: skip
+    data = {**ev.data, "metrics": {"wall_ms": {**ev.data["metrics"]["wall_ms"]}}}
+    if samples is not None:
+        data["metrics"]["wall_ms"]["samples"] = samples
+    if info is not None:
+        data["info"] = info
+    return Event(seq=ev.seq, type=ev.type, ts=ts if ts is not None else ev.ts, data=data)
+
+
+def _stored_with(row: ResultRecord, *, samples: list[Any] | None = None, info: dict[str, Any] | None = None
+                 ) -> ResultRecord:  # fmt: skip
+    from dataclasses import replace
+
+    metrics = {"wall_ms": {**row.metrics["wall_ms"], **({"samples": samples} if samples is not None else {})}}
+    return replace(row, metrics=metrics, info=info)
+
+
+def test_rewritten_samples_info_and_ts_of_a_stored_line_are_conflicts() -> None:
+    """The testers' finding: a stored line's samples, ``info`` or ``ts`` rewritten on the host were not compared
+    (only the metric figures were), so a resume or import took the rewritten spool as the stored one."""
+    from datetime import datetime, timezone
+
+    stamp = datetime.fromtimestamp(1_790_000_002.25, tz=timezone.utc)
+    row = _stored_with(_row(2), samples=[8.4, 8.5, 8.6], info={"device": "cuda:0", "gpu_spec": "h200"})
+    same = _with(_result(2), samples=[8.4, 8.5, 8.6], info={"device": "cuda:0"}, ts=1_790_000_002.25)
+    # orch's own info keys (gpu_spec follows the inventory) are not the agent's: not compared
+    assert line_conflicts(same, same, row, stored_done=None, stored_ts=stamp) == []
+    cases = [
+        (_with(same, samples=[8.4, 9.5, 8.6]), "line 2: metric wall_ms.samples[1] is 9.5, 8.5 stored"),
+        (_with(same, samples=[8.4, 8.5]), "line 2: metric wall_ms has 2 samples, 3 stored"),
+        (_with(_result(2), info={"device": "cuda:0"}, ts=1_790_000_002.25),
+         "line 2: metric wall_ms has 0 samples, 3 stored"),
+        (_with(same, info={"device": "cuda:1"}), "line 2: info.device is 'cuda:1', 'cuda:0' stored"),
+        (_with(same, info={"device": "cuda:0", "clock": 1980}), "line 2: info.clock is 1980, None stored"),
+        (_with(same, ts=1_790_000_009.5), "line 2: ts is 1790000009.5, 1790000002.25 stored"),
+    ]
+    for ev, says in cases:
+        assert line_conflicts(ev, ev, row, stored_done=None, stored_ts=stamp) == [says], says
