@@ -412,6 +412,7 @@ class _HostRun:
         self.facts: dict[str, Any] = {}
         self.secrets: tuple[str, ...] = ()  # the suite's secret env values: scrubbed from every event
         self.past_done: tuple[int, int] | None = None  # lines found after the done line, and the done line's seq
+        self.done_ts: float | None = None  # when the agent wrote its done line (unix s): the host run's end
 
     async def connect(self) -> Transport:
         if self.t is None:
@@ -755,6 +756,7 @@ class _HostRun:
                 obs.case_progress(name, self.results + self.errors, self.total, ev.case)
             obs.host_state(name, "error", str(ev.data.get("message", ""))[:200])
         elif ev.type == "done":
+            self.done_ts = ev.ts
             return str(ev.data.get("status", "completed"))
         return None
 
@@ -774,7 +776,7 @@ class _HostRun:
         if self.past_done is not None:  # as orch runs import judges the same spool: the account is not whole
             verdict = HostVerdict("failed", "; ".join(x for x in (verdict.error, past_done_note(*self.past_done)) if x))
         await w.call(self.r.store.finish_host_run, self.r.run_id, name, verdict.stored_status, verdict.error,
-                     info=info)  # fmt: skip
+                     info=info, ended_ts=self.done_ts)  # fmt: skip
         self.r.observer.host_state(name, verdict.status, verdict.error or "")
         return HostOutcome(name, verdict.status, results, errors, verdict.error, verdict.hint)
 

@@ -368,26 +368,38 @@ class Store:
             hr.info, hr.error, hr.status, hr.finished_at = info, None, "running", None
 
     def finish_host_run(
-        self, run_id: str, host: str, status: str, error: str | None = None, *, info: dict[str, Any] | None = None
-    ) -> None:
+        self, run_id: str, host: str, status: str, error: str | None = None, *, info: dict[str, Any] | None = None,
+        ended_ts: float | None = None,
+    ) -> None:  # fmt: skip
         """End a host run with ``status`` (``error`` appended to its error); ``info`` is merged into its ``info``
-        in the same transaction (as :meth:`set_host_run_info` would). Raises ValueError for an unknown status."""
+        in the same transaction (as :meth:`set_host_run_info` would). ``ended_ts``: when the agent wrote its done
+        line (unix s, the host's clock), the host run's ``finished_at`` when it lies between the host run's start
+        and now (a run collected by a resume hours after its agents finished ended then, not at the collection);
+        else, or without it, now. Raises ValueError for an unknown status."""
         if status not in HOST_RUN_STATUSES:
             raise ValueError(f"host run status {status!r} not in {HOST_RUN_STATUSES}")
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
-            hr.status, hr.finished_at = status, _now()
+            now, ended = _now(), compute.from_unix(ended_ts)
+            plausible = ended is not None and hr.started_at is not None and hr.started_at <= ended <= now
+            hr.status, hr.finished_at = status, ended if plausible else now
             if info is not None:
                 hr.info = {**(hr.info or {}), **info}
             if error:
                 hr.error = compute.append_bounded(hr.error, error, LOG_MAX_CHARS)
 
     def finish_run(self, run_id: str, status: str) -> None:
+        """End a run with ``status``; its ``finished_at`` is its host runs' latest ``finished_at`` when every one
+        has ended (a resumed run ended when its last host did, not when it was collected), else now. Raises
+        ValueError for an unknown status, NotFoundError for an unknown run."""
         if status not in RUN_STATUSES:
             raise ValueError(f"run status {status!r} not in {RUN_STATUSES}")
         with self._write() as s:
             run = self._run(s, run_id)
-            run.status, run.finished_at = status, _now()
+            ends = list(s.scalars(select(HostRun.finished_at).where(HostRun.run_id == run_id)))
+            known = [e for e in ends if e is not None]
+            ended = max(known) if known and len(known) == len(ends) else None
+            run.status, run.finished_at = status, ended if ended is not None and ended >= run.started_at else _now()
 
     def set_run_info(self, run_id: str, info: dict[str, Any]) -> None:
         """Merge analysis figures into the run's ``info`` (hook for the runner: plateau, summary...)."""

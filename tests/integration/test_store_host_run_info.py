@@ -42,3 +42,35 @@ def test_upsert_hosts_in_one_call_leaves_what_upsert_host_calls_would(store: Sto
     assert (new.address, new.group, new.labels) == ("10.0.4.202", "fleet", {"rack": "5"})
     assert new.facts is None and new.first_seen == new.last_seen
     assert (hosts["n0005"].address, hosts["n0005"].group, hosts["n0005"].labels) == ("again.example", "moved", {})
+
+
+def test_a_host_run_ends_when_its_agent_wrote_done_and_the_run_when_its_last_host_did(store: Store) -> None:
+    """A run collected by ``orch run --resume`` long after its agents finished said it finished at the
+    collection. Now a host run's ``finished_at`` is its done line's ``ts`` when that lies between the host run's
+    start and now (a host clock far off is not believed), and the run's is its host runs' latest."""
+    import time
+
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    store.upsert_host("h2", address="h2.example", group="g", labels={})
+    run_id = store.create_run(suite="noop", params={}, preset=None, label=None, hosts=["h1", "h2"],
+                              started_by="me@box", started_on="box")  # fmt: skip
+    for h in ("h1", "h2"):
+        store.start_host_run(run_id, h, facts={}, agent_version="v1", build_sha=None)
+    started = store.get_run(run_id).host_run("h1")
+    assert started is not None and started.started_at is not None
+    t0 = started.started_at.timestamp()
+    time.sleep(0.05)
+    done_ts = t0 + 0.01  # after the start, before now
+    store.finish_host_run(run_id, "h1", "completed", ended_ts=done_ts)
+    store.finish_host_run(run_id, "h2", "completed", ended_ts=t0 - 3600)  # before its start: the host's clock
+    detail = store.get_run(run_id)
+    h1, h2 = detail.host_run("h1"), detail.host_run("h2")
+    assert h1 is not None and h2 is not None and h1.finished_at is not None and h2.finished_at is not None
+    assert abs(h1.finished_at.timestamp() - done_ts) < 1e-5
+    assert h2.finished_at.timestamp() >= t0 + 0.05  # now, not an hour before its start
+    store.finish_run(run_id, "completed")
+    assert store.get_run(run_id).finished_at == h2.finished_at  # the latest host end
+    store.reopen_host_run(run_id, "h2")  # a host not ended: the run's end is now
+    store.finish_host_run(run_id, "h2", "completed", ended_ts=time.time() + 3600)  # in the future: now
+    h2 = store.get_run(run_id).host_run("h2")
+    assert h2 is not None and h2.finished_at is not None and h2.finished_at.timestamp() <= time.time()
