@@ -513,7 +513,8 @@ def serving(host: str, port: int, db_url: str) -> None:
 def runs_table(page: Any) -> None:
     """The runs list, fitted to the console (``fit.fitted_table``): id, suite, status, started and the counts are
     always shown; in a narrow terminal "by", then hosts, then the label are left out (named in the caption) rather
-    than squeezed into a column a letter wide. Host names and ids are never broken."""
+    than squeezed into a column a letter wide. Host names and ids are never broken. Below it, a warning for each
+    run marked running whose orch process is gone (:func:`orphaned_note`), and how to collect or stop them."""
     from orchestrator.cli.fit import Col, print_fitted
 
     runs = page.items
@@ -535,6 +536,14 @@ def runs_table(page: Any) -> None:
         Col("by", [safe(r.started_by) for r in runs], drop=3, wrap=True),
     ]
     print_fitted(console(), f"Runs ({len(runs)} of {page.total})", cols)
+    orphaned = [(r, note) for r in runs if (note := orphaned_note(r)) is not None]
+    c = console()
+    for _, (warning, _hint) in orphaned:
+        c.print(f"[yellow]warning:[/yellow] {safe(warning)}", soft_wrap=True)
+    if orphaned:
+        ids = " ".join(short_run_id(r.id) for r, _ in orphaned)
+        c.print(f"[yellow]hint:[/yellow] collect what their hosts hold: orch run --resume ID (for {safe(ids)}); or "
+                "stop them: orch cancel ID", soft_wrap=True)  # fmt: skip
 
 
 def _case_text(case: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
@@ -582,7 +591,7 @@ def orphaned_note(run: Any) -> tuple[str, str] | None:
 
     if run.status not in ("pending", "running"):
         return None
-    why = controller.gone((run.info or {}).get("controller"))
+    why = controller.gone(run.controller)
     if why is None:
         return None
     return (f"run {short_run_id(run.id)} is marked {run.status}, but {why}: nothing is collecting its results",

@@ -101,7 +101,11 @@ def list_runs(
         if not page.items and suite is not None:
             _check_suite_name(ctx, store, suite)
     if json_out:
-        render.print_json(asdict(page))
+        doc = asdict(page)
+        for item, run in zip(doc["items"], page.items, strict=True):  # as runs show says it: {warning, hint}
+            note = render.orphaned_note(run)
+            item["orphaned"] = None if note is None else {"warning": note[0], "hint": note[1]}
+        render.print_json(doc)
     else:
         render.runs_table(page)
 

@@ -49,6 +49,7 @@ class RunSummary:
     hosts: list[str]
     results: int
     errors: int
+    controller: dict[str, Any] | None = None  # info.controller: the orch process driving it (orchestrator.controller)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1336,6 +1336,7 @@ def _summary(run: RunRow, hosts: list[tuple[str, int, int]]) -> RunSummary:
         hosts=[h for h, _, _ in hosts],
         results=sum(n for _, n, _ in hosts),
         errors=sum(e for _, _, e in hosts),
+        controller=ctl if isinstance(ctl := (run.info or {}).get("controller"), dict) else None,
     )
 
 
