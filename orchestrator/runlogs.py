@@ -117,6 +117,7 @@ def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]]
     seen: set[tuple[int, int, str]] = set()
     changed: dict[int, list[str]] = {}
     cases: set[int] = set()
+    odd: dict[tuple[int, int, str], str] = {}  # a stream whose file is not a regular file on the host: what it is
     for c in logs.cases:
         ci = c.get("case_index")
         if not isinstance(ci, int):
@@ -124,6 +125,9 @@ def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]]
         cases.add(ci)
         for r in c.get("runs", []):
             k = r.get("run")
+            not_read = r.get("not_read")
+            if isinstance(not_read, dict) and isinstance(k, int):
+                odd.update(((ci, k, str(s)), str(what)[:40]) for s, what in not_read.items())
             for stream in STREAMS:
                 f = r.get(stream)
                 if not isinstance(f, dict) or not isinstance(k, int):
@@ -150,6 +154,15 @@ def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]]
         gone = [(k, s, run[s]) for k, run in enumerate(stored[ci]) for s in STREAMS
                 if s in run and (ci, k, s) not in seen]  # fmt: skip
         logs.missing += [{"case_index": ci, "run": k, "stream": s, **f} for k, s, f in gone]
+        if not gone:
+            continue
+        for k, s, f in gone:
+            if (ci, k, s) in odd:  # there, but not the file the worker wrote (a FIFO, a link): never read
+                problems.setdefault(ci, []).append(
+                    f"case {ci} run {k} {s}: {odd[ci, k, s]} is in its place on the host, not a regular file: not "
+                    f"read; stored: {_file_text(s, k, f)}"
+                )
+        gone = [(k, s, f) for k, s, f in gone if (ci, k, s) not in odd]
         if not gone:
             continue
         total = sum(len(run) for run in stored[ci])

@@ -51,8 +51,10 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   ``follow``, ``cancel`` and ``start`` answer such a run with exit 3, code ``pid_unreadable``, naming the pid file.
 - ``logs RUN_ID [--case N] [--parsed]``: the full outputs a ``command`` run kept on the host
   (``benches/command.py``): ``{"run_id", "host", "cases": [{"case_index", "runs": [{"run", "stdout"|"stderr"|
-  "output": {"text", "encoding", "bytes", "sha256"}}]}]}`` (``text`` the file itself when it is UTF-8, its base64
-  when ``encoding`` is ``"base64"``); with ``--parsed --case N``, ``{"run_id", "host", "case_index",
+  "output": {"text", "encoding", "bytes", "sha256"}, "not_read": {stream: what}}]}]}`` (``text`` the file itself
+  when it is UTF-8, its base64 when ``encoding`` is ``"base64"``; ``not_read``, only when there is one, names what
+  is in a stream's place that is not a regular file: ``"a FIFO"``, ``"a symbolic link"`` ...); with
+  ``--parsed --case N``, ``{"run_id", "host", "case_index",
   "outputs": [text, ...]}``: what orch parses, one per timed run.
 - ``version``: ``{"agent_version", "python", "protocol"}``.
 """
@@ -597,7 +599,8 @@ def _read_output(path: str) -> bytes | None:
 def _read_text(path: str) -> dict[str, Any] | None:
     """``{"text", "encoding", "bytes", "sha256"}`` of the file at ``path``: ``text`` is the file itself when it is
     valid UTF-8 (``encoding`` ``"utf-8"``), else its base64 (``"base64"``), so no byte is ever replaced. None when
-    it is not a regular file (:func:`_read_output`): orch then names the output as gone from the host."""
+    it is not a regular file (:func:`_read_output`): ``logs`` then lists it under the run's ``not_read``, naming
+    what is in its place (:func:`_file_kind`)."""
     import base64
     import hashlib
 
@@ -609,6 +612,23 @@ def _read_text(path: str) -> dict[str, Any] | None:
     except UnicodeDecodeError:
         text, encoding = base64.b64encode(data).decode("ascii"), "base64"
     return {"text": text, "encoding": encoding, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def _file_kind(path: str) -> str | None:
+    """What is at ``path`` when it is not a regular file (``"a symbolic link"``, ``"a FIFO"``, ``"a directory"``,
+    ``"a socket"``, ``"a device"``), never following a link; None when nothing is there or it is a regular file
+    (one that could not be read: its mode)."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device")):
+        if test(mode):
+            return kind
+    return None if stat.S_ISREG(mode) else "not a regular file"
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -640,13 +660,17 @@ def cmd_logs(args: argparse.Namespace) -> int:
     doc = []
     for c in cases:
         runs = _case_runs(rd, c)
-        doc.append(
-            {
-                "case_index": c,
-                "runs": [{"run": k, **{s: t for s, p in sorted(runs[k].items()) if (t := _read_text(p)) is not None}}
-                         for k in sorted(runs)],
-            }
-        )
+        entries = []
+        for k in sorted(runs):
+            entry: dict[str, Any] = {"run": k}
+            for stream, p in sorted(runs[k].items()):
+                got = _read_text(p)
+                if got is not None:
+                    entry[stream] = got
+                elif (kind := _file_kind(p)) is not None:  # there, but not the file the worker wrote: say what
+                    entry.setdefault("not_read", {})[stream] = kind
+            entries.append(entry)
+        doc.append({"case_index": c, "runs": entries})
     _print({"run_id": rd.run_id, "host": rd.host, "cases": doc})
     return EXIT_OK
 

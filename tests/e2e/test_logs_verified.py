@@ -223,12 +223,13 @@ def test_utf8_outputs_stay_text_in_json(sshd_bed: SshdBed, tmp_path: Path) -> No
     assert json.dumps(doc)
 
 
-def test_an_output_replaced_by_a_fifo_a_link_or_a_directory_is_named_gone_never_read(
+def test_an_output_replaced_by_a_fifo_a_link_or_a_directory_is_named_for_what_it_is_never_read(
     sshd_bed: SshdBed, tmp_path: Path
 ) -> None:
     """A tester replaced kept outputs on the host: a FIFO made ``orch runs logs`` hang (the agent's open waited for
     a writer), a symbolic link to a file outside the run directory was printed, a directory gave a bare
-    IsADirectoryError. None of them is read now: each is named as an output gone from the host, exit 1."""
+    IsADirectoryError. None of them is read now, exit 1; each is named for what is in its place (they were called
+    "gone from the host", which sent the user looking for a removed file)."""
     orch, host, suites = _setup(sshd_bed, tmp_path)
     run_id = _run(orch, suites, "ec")
     out = _outputs(host, run_id)
@@ -244,9 +245,10 @@ def test_an_output_replaced_by_a_fifo_a_link_or_a_directory_is_named_gone_never_
     assert res.returncode == 1, res.stdout + res.stderr
     assert "TOPSECRET" not in res.stdout + res.stderr and "IsADirectoryError" not in res.stderr
     err = " ".join(res.stderr.split())
-    for case, figure in ((0, b"v: 1\n"), (1, V2), (2, b"v: 3\n")):
-        assert f"case {case}: 1 of 2 outputs gone from the host; stored: run 0 stdout 5 bytes, sha256 " \
-               f"{_sha(figure)}" in err, err  # fmt: skip
+    for case, figure, kind in ((0, b"v: 1\n", "a FIFO"), (1, V2, "a symbolic link"), (2, b"v: 3\n", "a directory")):
+        assert f"case {case} run 0 stdout: {kind} is in its place on the host, not a regular file: not read; " \
+               f"stored: run 0 stdout 5 bytes, sha256 {_sha(figure)}" in err, err  # fmt: skip
+    assert "gone from the host;" not in err, err
     doc = orch.json("runs", "logs", run_id, expect_rc=1)
     assert [(m["case_index"], m["stream"]) for m in doc["hosts"][0]["missing"]] == [(0, "stdout"), (1, "stdout"),
                                                                                    (2, "stdout")]  # fmt: skip

@@ -50,3 +50,18 @@ def test_only_the_asked_case_is_checked_for_gone_outputs() -> None:
     check_outputs(logs, {0: [{"stdout": A}], 1: [{"stdout": B}]}, 1)
     assert [m["case_index"] for m in logs.missing] == [1]
     assert logs.problems == [f"case 1: gone from the host; stored: run 0 stdout 4 bytes, sha256 {'b' * 64}"]
+
+
+def test_a_stream_that_is_not_a_regular_file_is_named_for_what_it_is_not_gone() -> None:
+    """``agent logs`` names what is in the place of an output it would not read (``not_read``): the line says it,
+    the file is still listed as missing (nothing of it was fetched), and a truly gone file keeps its line."""
+    fetched = {"case_index": 0, "runs": [{"run": 0, "not_read": {"stdout": "a FIFO"}}]}
+    logs = HostLogs("h", cases=[fetched])
+    check_outputs(logs, {0: [{"stdout": A, "stderr": EMPTY}]}, None)
+    assert logs.problems == [
+        "case 0: 1 of 2 outputs gone from the host; stored: run 0 stderr empty",
+        f"case 0 run 0 stdout: a FIFO is in its place on the host, not a regular file: not read; stored: run 0 "
+        f"stdout 3 bytes, sha256 {'a' * 64}",
+    ]
+    assert [m["stream"] for m in logs.missing] == ["stdout", "stderr"]
+    assert logs.error == "1 of 1 case: outputs gone from the host or changed"
