@@ -479,8 +479,9 @@ def test_resume_never_stores_one_hosts_spool_as_another_hosts_in_a_shared_home(
     finally:
         proc.kill()  # orch's machine went down: the run stays running in the store, the workers go on
         proc.communicate()
-    _wait(lambda: all(b'"done"' in (d / "events.jsonl").read_bytes() for d in dirs.values()), "both done",
-          scaled(120))  # fmt: skip
+    # a worker writes its pid file before it opens the spool: under load orch can be killed in between
+    _wait(lambda: all((d / "events.jsonl").is_file() and b'"done"' in (d / "events.jsonl").read_bytes()
+                      for d in dirs.values()), "both done", scaled(120))  # fmt: skip
     b_lines = (dirs["gpu-b"] / "events.jsonl").read_bytes()
     mounted = False
     if how == "bind":
@@ -547,7 +548,32 @@ def test_a_run_whose_orch_process_died_says_so_with_the_resume_command(sshd_bed:
     assert f"orch run --resume {run_id}" in text and f"orch cancel {run_id}" in text, shown.stdout
     doc = orch.json("runs", "show", run_id)
     assert f"pid {proc.pid}" in doc["orphaned"]["warning"], doc["orphaned"]
+    # the runs list says it too (it showed the run as any other running one)
+    listed = orch("runs", "list")
+    text = " ".join(listed.stdout.split())
+    assert listed.returncode == 0 and (f"warning: run {short_run_id(run_id)} is marked running, but the orch "
+                                       f"process that drove it (pid {proc.pid}") in text, listed.stdout  # fmt: skip
+    assert f"orch run --resume ID (for {short_run_id(run_id)})" in text, listed.stdout
+    item = next(i for i in orch.json("runs", "list")["items"] if i["id"] == run_id)
+    assert f"pid {proc.pid}" in item["orphaned"]["warning"], item
+    spool = _run_dir(host.home, run_id, "gpu-a") / "events.jsonl"
+    _wait(lambda: spool.is_file() and b'"done"' in spool.read_bytes(), "the agent's done line", scaled(120))
+    done_ts = json.loads(spool.read_bytes().splitlines()[-1])["ts"]
+    time.sleep(1.5)  # the collection comes later than the agent's end
     done = orch.json("run", "--resume", run_id, "--suite-dir", str(suites), timeout=scaled(300))
     assert done["status"] == "completed" and done["hosts"][0]["results"] == 2, done
     after = orch.json("runs", "show", run_id)
     assert after["orphaned"] is None and after["run"]["status"] == "completed"
+    assert "warning" not in orch("runs", "list").stdout
+    # the run ended when its agent wrote done, not when the resume collected it (it said the collection time)
+    from orchestrator.store.repo import Store
+
+    store = Store.from_url(orch.db_url)
+    try:
+        detail = store.get_run(run_id)
+        hr = detail.host_run("gpu-a")
+        assert hr is not None and hr.finished_at is not None and detail.finished_at is not None
+        assert abs(hr.finished_at.timestamp() - done_ts) < 1e-3, (hr.finished_at, done_ts)
+        assert detail.finished_at == hr.finished_at
+    finally:
+        store.close()
