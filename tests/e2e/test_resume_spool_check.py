@@ -137,12 +137,33 @@ def test_resume_refuses_a_spool_whose_stored_lines_were_rewritten(slow_run: Any,
     assert _stored(store, run_id) == before
 
 
+def _refused(slow_run: Any, docs: list[dict[str, Any]], conflict: str, before: Any, last_seq: int) -> None:
+    """Write ``docs`` as the host's spool, resume, and check that the resume and ``orch runs import`` both refuse
+    it naming ``conflict``, the host ``failed``, nothing of it stored, the run not completed."""
+    orch, _host, suites, store, run_id, spool = slow_run
+    spool.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+    rc, out, err = _resume(orch, run_id, suites)
+
+    assert rc == 1, err
+    assert out["status"] != "completed" and [h["status"] for h in out["hosts"]] == ["failed"], out
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and hr.status == "failed"
+    assert f"conflicts with the stored run {run_id}: {conflict}" in (hr.error or ""), hr.error
+    assert (_stored(store, run_id), store.last_seq(run_id, "gpu-a")) == (before, last_seq)
+    assert store.get_run(run_id).status != "completed"
+
+    res = orch("runs", "import", str(spool), "--suite-dir", str(suites), timeout=scaled(120))
+    assert res.returncode == 2 and conflict in res.stderr, res.stdout + res.stderr
+    assert _stored(store, run_id) == before
+
+
 @pytest.mark.parametrize("field", ["samples", "ts", "info"])
 def test_resume_compares_the_samples_ts_and_info_of_stored_lines(slow_run: Any, field: str) -> None:
     """Testers' finding: of a stored line only the metric figures were compared, so a spool whose raw samples,
     ``ts`` or agent ``info`` were rewritten after orch stored them was taken by the resume. Now each is a
     conflict named by line and field, on resume and import alike, and nothing of the spool is stored."""
-    orch, _host, suites, store, run_id, spool = slow_run
+    _orch, _host, _suites, store, run_id, spool = slow_run
     before, last_seq = _stored(store, run_id), store.last_seq(run_id, "gpu-a")
     docs = _lines(spool)
     seq = next(row[0] for row in before if row[1] == "ok")
@@ -159,34 +180,22 @@ def test_resume_compares_the_samples_ts_and_info_of_stored_lines(slow_run: Any, 
         old = doc["info"]["exit_status"]
         doc["info"]["exit_status"] = 3
         conflict = f"line {seq}: info.exit_status is 3, {old!r} stored"
-    spool.write_text("".join(json.dumps(d) + "\n" for d in docs))
-
-    rc, out, err = _resume(orch, run_id, suites)
-
-    assert rc == 1, err
-    assert out["status"] != "completed" and [h["status"] for h in out["hosts"]] == ["failed"], out
-    hr = store.get_run(run_id).host_run("gpu-a")
-    assert hr is not None and hr.status == "failed"
-    assert f"conflicts with the stored run {run_id}: {conflict}" in (hr.error or ""), hr.error
-    assert (_stored(store, run_id), store.last_seq(run_id, "gpu-a")) == (before, last_seq)
-
-    res = orch("runs", "import", str(spool), "--suite-dir", str(suites), timeout=scaled(120))
-    assert res.returncode == 2 and conflict in res.stderr, res.stdout + res.stderr
+    _refused(slow_run, docs, conflict, before, last_seq)
 
 
-def _swap_hello(hello: dict[str, Any], field: str) -> tuple[str, str]:
-    """Rewrite one field of the hello in place, keeping its run and host: (what the resume must name, its
-    start)."""
+def _swap_hello(hello: dict[str, Any], field: str) -> str:
+    """Rewrite one field of the hello in place, keeping its run and host; returns the conflict the resume must
+    name."""
     if field == "agent_version":
         old = hello["agent_version"]
         hello["agent_version"] = "f" * 64
-        return f"its hello names agent ffffffffffff, the stored host run agent {old[:12]}", "its hello"
+        return f"its hello names agent ffffffffffff, the stored host run agent {old[:12]}"
     if field == "cases_total":
         hello["cases_total"] = 5
-        return "its hello announces 5 cases, the stored host run 3 cases", "its hello"
+        return "its hello announces 5 cases, the stored host run 3 cases"
     old = hello["facts"]["hostname"]
     hello["facts"]["hostname"] = "other-node"
-    return f"host fact hostname is 'other-node' in the spool, {old!r} stored for gpu-a", "host fact"
+    return f"host fact hostname is 'other-node' in the spool, {old!r} stored for gpu-a"
 
 
 @pytest.mark.parametrize("field", ["agent_version", "cases_total", "hostname"])
@@ -195,26 +204,11 @@ def test_resume_refuses_a_spool_whose_hello_was_swapped_keeping_run_and_host(slo
     name kept) was taken by the resume, which went on to store the rest of the spool as this host's, while
     ``orch runs import`` refused the same file. Now the resume compares the hello with the stored host run, as
     import does, and both name the same conflict; nothing of the spool is stored."""
-    orch, _host, suites, store, run_id, spool = slow_run
+    _orch, _host, _suites, store, run_id, spool = slow_run
     before, last_seq = _stored(store, run_id), store.last_seq(run_id, "gpu-a")
     docs = _lines(spool)
     assert docs[0]["type"] == "hello"
-    conflict, _ = _swap_hello(docs[0], field)
-    spool.write_text("".join(json.dumps(doc) + "\n" for doc in docs))
-
-    rc, doc, err = _resume(orch, run_id, suites)
-
-    assert rc == 1, err
-    assert doc["status"] != "completed" and [h["status"] for h in doc["hosts"]] == ["failed"], doc
-    hr = store.get_run(run_id).host_run("gpu-a")
-    assert hr is not None and hr.status == "failed"
-    assert f"conflicts with the stored run {run_id}: {conflict}" in (hr.error or ""), hr.error
-    assert (_stored(store, run_id), store.last_seq(run_id, "gpu-a")) == (before, last_seq)
-    assert store.get_run(run_id).status != "completed"
-
-    res = orch("runs", "import", str(spool), "--suite-dir", str(suites), timeout=scaled(120))
-    assert res.returncode == 2 and conflict in res.stderr, res.stdout + res.stderr
-    assert _stored(store, run_id) == before
+    _refused(slow_run, docs, _swap_hello(docs[0], field), before, last_seq)
 
 
 def test_lines_after_done_are_left_out_by_resume_as_by_import(slow_run: Any) -> None:
