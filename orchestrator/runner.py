@@ -655,7 +655,7 @@ class _HostRun:
             async for line in lines:  # whole lines; the n-th is at position n whatever seq it claims
                 raw = spool.event(line)
                 if prefix is not None and raw.seq <= prefix.last_seq:
-                    await self._compare(t, agent, prefix, raw)
+                    await self._compare(prefix, raw)
                     continue
                 if prefix is not None:
                     self._refuse_changed(prefix)
@@ -684,7 +684,7 @@ class _HostRun:
             if isinstance(lines, AsyncGenerator):  # cancelled while waiting on a full queue: close the channel now
                 await lines.aclose()
 
-    async def _compare(self, t: Transport, agent: list[str], prefix: StoredPrefix, raw: Event) -> None:
+    async def _compare(self, prefix: StoredPrefix, raw: Event) -> None:
         """Compare the spool's line ``raw`` (at a stored position) with the store, prepared as the ingest prepared
         it. Raises the host's error at once for a hello of another run or host (the spool was replaced)."""
         if raw.seq == 0:
@@ -692,11 +692,9 @@ class _HostRun:
                 raise replaced_spool_error(self.host.name, self._spool_text(), self.r.run_id, raw)
             prefix.compare(raw, raw)  # this run and host, but another agent, machine or case count than stored
             return
-        ev = raw
-        if raw.type == "result":
-            ev = await self.enrich(await with_full_outputs(t, agent, self.host, self.r.run_id, raw))
-        elif raw.type == "error":
-            ev = await self.enrich(raw)
+        # prepared as the ingest prepared it, but a result's outputs left on the host are not fetched again: the
+        # digests its line holds of them (info.files) are compared with the stored ones (spool_check)
+        ev = await self.enrich(raw) if raw.type in ("result", "error") else raw
         prefix.compare(raw, ev)
 
     def _refuse_changed(self, prefix: StoredPrefix) -> None:

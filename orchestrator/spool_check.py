@@ -76,34 +76,104 @@ def line_conflicts(raw_ev: Event, ev: Event, row: ResultRecord | None, *, stored
                 shown = ", ".join(f"{k} {mine.get(k)!r} vs {stored_done.get(k)!r} stored" for k in diff)
                 problems.append(f"{where}: the done line differs ({shown})")
         return problems
+    unfetched = _outputs_on_host(raw_ev)
     want = "ok" if ev.type == "result" and _clean(ev) else "error"
+    if unfetched and row is not None and row.status == "ok":
+        want = "ok"  # the outputs it was parsed from stayed on the host: their digests (info.files) stand in
     if row is None or row.status != want:
         have = f"an {row.status} row" if row is not None else "no row"
         return [f"{where} would be an {want} row, the store holds {have} there"]
-    if stored_ts is not None and ev.ts is not None and from_unix(ev.ts) != stored_ts:
-        problems.append(f"{where}: ts is {ev.ts!r}, {stored_ts.timestamp()!r} stored")
+    if stored_ts is not None and (ev.ts is None or from_unix(ev.ts) != stored_ts):
+        problems.append(f"{where}: ts is {'missing' if ev.ts is None else repr(ev.ts)}, {stored_ts.timestamp()!r} "
+                        "stored")  # fmt: skip
     if row.case_index != ev.case_index:
         problems.append(f"{where} is for case {ev.case_index}, the stored row for case {row.case_index}")
     elif (ev.case or {}) != row.case:
         problems.append(f"{where}: case parameters {ev.case or {}} differ from the stored {row.case}")
-    if want == "ok":
-        raw = raw_ev.data.get("metrics")  # the agent's own figures; derived ones depend on the GPU spec
-        for name, m in raw.items() if isinstance(raw, dict) else ():
-            have_m = row.metrics.get(str(name)) or {}
-            for key in COMPARED_FIGURES:
-                if isinstance(m, dict) and m.get(key) is not None and have_m.get(key) != m.get(key):
-                    problems.append(f"{where}: metric {name}.{key} is {m.get(key)!r}, {have_m.get(key)!r} stored")
-            if isinstance(m, dict) and (m.get("samples") is not None or "samples" in have_m):  # rows are read
-                # with their samples (StoredPrefix)
-                problems.extend(_samples_conflict(f"{where}: metric {name}", m.get("samples"), have_m["samples"]))
-        raw_info, info = raw_ev.data.get("info"), ev.data.get("info")
-        if isinstance(raw_info, dict) and isinstance(info, dict):
-            stored_info = row.info or {}
-            for key in raw_info:  # the agent's keys, as the ingest prepared them (a command suite's are replaced)
-                if key in info and info[key] != stored_info.get(key):
-                    problems.append(f"{where}: info.{key} is {_short(info[key])}, {_short(stored_info.get(key))} "
-                                    "stored")  # fmt: skip
+    agent_error = raw_ev.type == "error" and raw_ev.ts is not None and raw_ev.data.get("kind") != "protocol"
+    if agent_error and str(ev.data.get("message", "error")) != row.error:  # orch's own words (a protocol error
+        # naming orch's clock) are not the line's
+        problems.append(f"{where}: {_difference('its message', ev.data.get('message'), row.error)}")
+    if want != "ok":
+        return problems
+    raw = raw_ev.data.get("metrics")
+    raw = raw if isinstance(raw, dict) else {}
+    # The agent's own metrics (derived ones depend on the GPU spec): each figure as the line writes it, and one the
+    # line leaves out as the store would keep the line (a figure removed from it is a difference too); a line
+    # whose outputs stayed on the host is not prepared here, so only its written figures count.
+    prepared, samples = ({}, None) if unfetched else clean_metrics(ev.data.get("metrics"))
+    for name in map(str, raw):
+        written, have_m = raw.get(name), row.metrics.get(name) or {}
+        m: dict[str, Any] = written if isinstance(written, dict) else {}
+        for key in COMPARED_FIGURES:
+            figure = m.get(key) if m.get(key) is not None or unfetched else (prepared.get(name) or {}).get(key)
+            if (figure is not None or not unfetched) and figure != have_m.get(key):
+                problems.append(f"{where}: metric {name}.{key} is {_shown(figure)}, {_shown(have_m.get(key))} "
+                                "stored")  # fmt: skip
+        got = m.get("samples") if m.get("samples") is not None or unfetched else (samples or {}).get(name)
+        if got is not None or "samples" in have_m:  # rows are read with their samples (StoredPrefix)
+            problems.extend(_samples_conflict(f"{where}: metric {name}", got, have_m.get("samples")))
+    problems.extend(f"{where}: {text}" for text in _info_conflicts(raw_ev, ev, row.info or {}, unfetched))
     return problems
+
+
+# info keys that follow the inventory (the GPU spec it names, a group's references), which may change between
+# the store and a resume: never compared
+INVENTORY_INFO_KEYS = frozenset({"gpu_spec", "peak_mem_gbps", "references"})
+# what a command suite's ingest takes out of a result's info (the outputs it parses): absent from the stored row
+PARSED_INFO_KEYS = frozenset({"outputs", "outputs_complete", "output", "stdout"})
+
+
+def _outputs_on_host(raw_ev: Event) -> bool:
+    """Whether a command suite's result line left its outputs on the host (``info.outputs_complete`` false) and
+    they were not fetched for this comparison."""
+    info = raw_ev.data.get("info")
+    return raw_ev.type == "result" and isinstance(info, dict) and info.get("outputs_complete") is False \
+        and "outputs" not in info  # fmt: skip
+
+
+def _info_conflicts(raw_ev: Event, ev: Event, stored: Mapping[str, Any], unfetched: bool) -> list[str]:
+    """How an ok line's ``info`` differs from the stored row's: every key of the line as the ingest prepared it
+    and of the stored row, but :data:`INVENTORY_INFO_KEYS`; for a line whose outputs stayed on the host (not
+    parsed here), the keys the agent wrote but :data:`PARSED_INFO_KEYS`."""
+    if unfetched:
+        raw = raw_ev.data.get("info")
+        mine: Mapping[str, Any] = raw if isinstance(raw, dict) else {}
+        keys = [k for k in mine if k not in PARSED_INFO_KEYS]
+    else:
+        got = ev.data.get("info")
+        mine = got if isinstance(got, dict) else {}
+        keys = [k for k in {**mine, **stored} if k not in INVENTORY_INFO_KEYS]
+    missing = object()
+    return [_difference(f"info.{k}", mine.get(k, missing), stored.get(k, missing), missing=missing)
+            for k in keys if mine.get(k, missing) != stored.get(k, missing)]  # fmt: skip
+
+
+def _difference(name: str, mine: Any, stored: Any, *, missing: object = None) -> str:
+    """``"NAME.PATH is A, B stored"`` at the first place where ``mine`` and ``stored`` differ (into dicts and lists:
+    ``info.files[0].stdout.sha256``), each value cut to 60 characters; ``missing`` is shown as "missing"."""
+    while True:
+        if isinstance(mine, dict) and isinstance(stored, dict):
+            key = next((k for k in {**mine, **stored} if mine.get(k, missing) != stored.get(k, missing)), None)
+            if key is None:
+                break
+            name, mine, stored = f"{name}.{key}", mine.get(key, missing), stored.get(key, missing)
+        elif isinstance(mine, list) and isinstance(stored, list) and len(mine) == len(stored):
+            at = next((i for i, (a, b) in enumerate(zip(mine, stored, strict=True)) if a != b), None)
+            if at is None:
+                break
+            name, mine, stored = f"{name}[{at}]", mine[at], stored[at]
+        else:
+            break
+    return f"{name} is {_shown(mine, missing)}, {_shown(stored, missing)} stored"
+
+
+def _shown(value: Any, missing: object = None) -> str:
+    """``repr`` of a value cut to 60 characters; "missing" for ``missing``."""
+    if value is missing and missing is not None:
+        return "missing"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _samples_conflict(where: str, mine: Any, stored: Any) -> list[str]:
@@ -115,12 +185,6 @@ def _samples_conflict(where: str, mine: Any, stored: Any) -> list[str]:
         return [f"{where} has {counted(len(mine), 'sample')}, {len(stored)} stored"]
     at = next((i for i, (a, b) in enumerate(zip(mine, stored, strict=True)) if a != b), None)
     return [] if at is None else [f"{where}.samples[{at}] is {mine[at]!r}, {stored[at]!r} stored"]
-
-
-def _short(value: Any) -> str:
-    """``repr`` of a value, cut to 60 characters."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _clean(ev: Event) -> bool:
@@ -154,29 +218,32 @@ def hello_conflicts(hello: Event, *, run_id: str, host: str) -> list[str]:
 def hello_record_conflicts(hello: Event, *, suite: str, rec: HostRunRecord | None) -> list[str]:
     """How the spool's ``hello`` differs from the stored run (its ``suite``) and host run (``rec``: the agent
     version, the case count and the host facts of :data:`FACT_KEYS` it stored): a spool of this run and host that
-    another agent or another machine wrote (a copy swapped in that keeps the run id and host name). A field the
-    stored host run lacks, or the hello lacks (the hello of a spec the agent could not read names no suite), is not
-    judged."""
+    another agent or another machine wrote (a copy swapped in that keeps the run id and host name), or a hello
+    rewritten. A field the stored host run holds and the hello leaves out is a difference too; a field the store
+    lacks is not judged, nor a version the agent could not name (``"dev"``). The hello of an agent that could not
+    read its spec names no suite and 0 cases: not a difference in the suite."""
     problems: list[str] = []
-    named_suite = hello.data.get("suite")
-    if named_suite is not None and named_suite != suite:  # None: an agent that could not read its spec says so
+    named_suite, total = hello.data.get("suite"), hello.data.get("cases_total")
+    if named_suite != suite and not (named_suite is None and total == 0):
         problems.append(f"its hello names suite {named_suite!r}, the stored run is of suite {suite!r}")
     if rec is None:
         return problems
     version = hello.data.get("agent_version")
-    if _known(version) and _known(rec.agent_version) and version != rec.agent_version:
-        problems.append(f"its hello names agent {str(version)[:12]}, the stored host run agent "
-                        f"{str(rec.agent_version)[:12]}")  # fmt: skip
-    total = hello.data.get("cases_total")
-    if isinstance(total, int) and not isinstance(total, bool) and rec.cases_total is not None \
-            and total != rec.cases_total:  # fmt: skip
-        problems.append(f"its hello announces {total} cases, the stored host run {rec.cases_total} cases")
-    facts = hello.data.get("facts")
-    if isinstance(facts, dict) and rec.facts:
-        summary = host_facts_summary(facts)
+    if _known(rec.agent_version) and version not in ("dev", "unknown") and version != rec.agent_version:
+        named = str(version)[:12] if isinstance(version, str) and version else "none"
+        problems.append(f"its hello names agent {named}, the stored host run agent {str(rec.agent_version)[:12]}")
+    if rec.cases_total is not None and total != rec.cases_total:
+        problems.append(f"its hello announces {total if total is not None else 'no'} cases, the stored host run "
+                        f"{rec.cases_total} cases")  # fmt: skip
+    if rec.facts:
+        facts = hello.data.get("facts")
+        summary = host_facts_summary(facts if isinstance(facts, dict) else {})
+        # the store keeps the summary; a hello's own facts stored before it (a host run started without facts)
+        # are summarised the same way
+        stored = rec.facts if "gpu_uuids" in rec.facts else host_facts_summary(rec.facts)
         for key in FACT_KEYS:
-            mine, theirs = summary.get(key), rec.facts.get(key)
-            if _known(mine) and _known(theirs) and mine != theirs:
+            mine, theirs = summary.get(key), stored.get(key)
+            if (_known(mine) or _known(theirs)) and mine != theirs:
                 problems.append(f"host fact {key} is {mine!r} in the spool, {theirs!r} stored for {rec.host}")
     return problems
 

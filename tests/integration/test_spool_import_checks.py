@@ -241,3 +241,43 @@ def test_cli_says_so_and_refuses_a_conflicting_spool(tmp_path: Path, db_url: str
     foreign = orch(str(_write(tmp_path / "moe.jsonl", [echo_lines(suite="moe-sweep")[0], *lines[1:]])))
     assert foreign.returncode == 2 and "Traceback" not in foreign.stderr, foreign.stderr
     assert "its hello names suite 'moe-sweep', the stored run is of suite 'echo-t'" in foreign.stderr
+
+
+def _files(ci: int, out: str | None = None) -> list[dict[str, Any]]:
+    import hashlib
+
+    text = (out if out is not None else f"t={ci + 1}\n").encode()
+    digest = hashlib.sha256(text).hexdigest()
+    return [{"stdout": {"path": f"outputs/{ci}/0.stdout", "bytes": len(text), "sha256": digest}}]
+
+
+@pytest.mark.parametrize("changed", [False, True])
+def test_a_stored_line_whose_outputs_stayed_on_the_host_is_judged_by_their_digests(
+    store: Store, tmp_path: Path, suite_dir: Path, changed: bool
+) -> None:
+    """The tester's false refusal: a spool whose results left their outputs on the host (too large for the line:
+    ``outputs_complete`` false), imported on a machine that cannot reach the host after the live run had stored
+    its first results, was refused as "line 2 would be an error row, the store holds an ok row there" although
+    not a byte of it had changed. Now the stored lines are judged by the digests they hold of their outputs."""
+    full = echo_lines()
+    for seq, ci in ((2, 0), (4, 1), (6, 2)):
+        out = f"t={ci + 1}\n"
+        full[seq] = _result(seq, ci, info={"exit_status": 0, "parsed": "stdout", "stdout": out, "outputs": [out],
+                                           "files": _files(ci)})  # fmt: skip
+    _import(store, _write(tmp_path / "events.jsonl", full), suite_dir)  # as the live run stored it (outputs fetched)
+    before = [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items]
+    assert [s for _, s, _ in before] == ["ok", "ok", "ok"]
+    left = list(full)
+    for seq, ci in ((2, 0), (4, 1), (6, 2)):  # the same lines as the agent wrote them: outputs left on the host
+        files = _files(ci, "t=9\n") if changed and ci == 1 else _files(ci)
+        left[seq] = _result(seq, ci, info={"exit_status": 0, "parsed": "stdout", "stdout": "t=",
+                                           "outputs_complete": False, "files": files})  # fmt: skip
+    path = _write(tmp_path / "copied.jsonl", left)
+    if changed:
+        with pytest.raises(UsageError, match="conflicts with the stored run") as info:
+            _import(store, path, suite_dir)
+        assert "line 4: info.files[0].stdout.sha256 is" in info.value.message, info.value.message
+    else:
+        out = _import(store, path, suite_dir)
+        assert out.status == "completed" and out.new_lines == 0, out
+    assert [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items] == before

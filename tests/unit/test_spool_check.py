@@ -176,8 +176,89 @@ def test_rewritten_samples_info_and_ts_of_a_stored_line_are_conflicts() -> None:
         (_with(_result(2), info={"device": "cuda:0"}, ts=1_790_000_002.25),
          "line 2: metric wall_ms has 0 samples, 3 stored"),
         (_with(same, info={"device": "cuda:1"}), "line 2: info.device is 'cuda:1', 'cuda:0' stored"),
-        (_with(same, info={"device": "cuda:0", "clock": 1980}), "line 2: info.clock is 1980, None stored"),
+        (_with(same, info={"device": "cuda:0", "clock": 1980}), "line 2: info.clock is 1980, missing stored"),
         (_with(same, ts=1_790_000_009.5), "line 2: ts is 1790000009.5, 1790000002.25 stored"),
     ]
     for ev, says in cases:
         assert line_conflicts(ev, ev, row, stored_done=None, stored_ts=stamp) == [says], says
+
+
+def test_a_field_left_out_of_a_stored_line_is_a_conflict_too() -> None:
+    """The tester removed fields instead of changing them (a figure, ``ts``, an ``info`` key) and the resume took
+    the line; and an error line's message was not compared at all."""
+    from datetime import datetime, timezone
+
+    stamp = datetime.fromtimestamp(1_790_000_002.25, tz=timezone.utc)
+    row = _stored_with(_row(2), info={"exit_status": 0})
+    same = _with(_result(2), info={"exit_status": 0}, ts=1_790_000_002.25)
+    assert line_conflicts(same, same, row, stored_done=None, stored_ts=stamp) == []
+    no_median = Event(seq=2, type="result", ts=1_790_000_002.25,
+                      data={**same.data, "metrics": {"wall_ms": {"value": 8.488603, "unit": "ms"}}})  # fmt: skip
+    no_ts = Event(seq=2, type="result", data=same.data)
+    no_info = _with(_result(2), info={}, ts=1_790_000_002.25)
+    for ev, says in [(no_median, "line 2: metric wall_ms.median is None, 8.488603 stored"),
+                     (no_ts, "line 2: ts is missing, 1790000002.25 stored"),
+                     (no_info, "line 2: info.exit_status is missing, 0 stored")]:  # fmt: skip
+        assert line_conflicts(ev, ev, row, stored_done=None, stored_ts=stamp) == [says], says
+    err_row = _row(3, status="error")  # its error: "boom"
+    err = Event(seq=3, type="error", ts=1_790_000_003.0, data={"case_index": 0, "case": {"s": 0}, "message": "boom"})
+    assert line_conflicts(err, err, err_row, stored_done=None) == []
+    other = Event(seq=3, type="error", ts=err.ts, data={**err.data, "message": "all fine"})
+    assert line_conflicts(other, other, err_row, stored_done=None) == [
+        "line 3: its message is 'all fine', 'boom' stored"
+    ]
+
+
+def test_a_line_whose_outputs_stayed_on_the_host_is_compared_by_their_digests() -> None:
+    """The tester's false refusal: an unchanged spool whose results left their outputs on the host (too large
+    for the line) was refused by ``runs import`` on a machine that cannot reach the host ("line 2 would be an
+    error row, the store holds an ok row"), and a resume fetched every stored output again, failing the host
+    when one was gone. Now such a line is not parsed again: the digests it holds of its outputs (``info.files``)
+    are compared with the stored ones."""
+    files = [{"stdout": {"path": "outputs/0/0.stdout", "bytes": 156000, "sha256": "a" * 64}}]
+    row = _stored_with(_row(2), info={"exit_status": 0, "files": files, "command": ["sh"], "output_tail": "v: 1"})
+    raw = _with(_result(2), info={"exit_status": 0, "files": files, "outputs_complete": False, "stdout": "v:"})
+    judged = Event(seq=2, type="error", data={"case_index": 0, "case": {"s": 0}, "kind": "parse",
+                                              "message": "the full outputs stayed on the host and were not fetched"})
+    assert line_conflicts(raw, judged, row, stored_done=None) == []
+    changed = [{"stdout": {**files[0]["stdout"], "sha256": "b" * 64}}]
+    raw2 = _with(_result(2), info={"exit_status": 0, "files": changed, "outputs_complete": False})
+    assert line_conflicts(raw2, judged, row, stored_done=None) == [
+        f"line 2: info.files[0].stdout.sha256 is {'b' * 64!r:.57}..., {'a' * 64!r:.57}... stored"
+    ]
+
+
+def test_a_hello_that_leaves_out_what_the_host_run_stored_is_a_conflict() -> None:
+    """The tester deleted the hello's ``facts`` or ``agent_version`` (or set ``hostname`` to null) and the resume
+    took the spool; an agent that could not read its spec (suite null, 0 cases) is still no conflict."""
+    from orchestrator.spool_check import hello_record_conflicts
+    from orchestrator.store.records import HostRunRecord
+
+    facts = {"hostname": "node7", "gpu_name": None, "gpu_uuids": [], "driver": None}
+    rec = HostRunRecord(host="gpu-a", status="running", facts=facts, agent_version="a" * 64, build_sha=None,
+                        last_seq=3, results=1, errors=0, cases_total=3, done_counts=None, error=None, log=None,
+                        info={}, started_at=None, finished_at=None)  # fmt: skip
+    full = {"run_id": RUN, "host": "gpu-a", "suite": "slow", "agent_version": "a" * 64, "cases_total": 3,
+            "facts": {"hostname": "node7"}}  # fmt: skip
+
+    def hello(**over: Any) -> Event:
+        data = {k: v for k, v in {**full, **over}.items() if v is not ...}
+        return Event(seq=0, type="hello", data=data)
+
+    assert hello_record_conflicts(hello(), suite="slow", rec=rec) == []
+    assert hello_record_conflicts(hello(agent_version="dev"), suite="slow", rec=rec) == []
+    assert hello_record_conflicts(hello(facts=...), suite="slow", rec=rec) == [
+        "host fact hostname is None in the spool, 'node7' stored for gpu-a"]
+    assert hello_record_conflicts(hello(facts={"hostname": None}), suite="slow", rec=rec) == [
+        "host fact hostname is None in the spool, 'node7' stored for gpu-a"]
+    assert hello_record_conflicts(hello(agent_version=...), suite="slow", rec=rec) == [
+        "its hello names agent none, the stored host run agent aaaaaaaaaaaa"]
+    assert hello_record_conflicts(hello(cases_total=...), suite="slow", rec=rec) == [
+        "its hello announces no cases, the stored host run 3 cases"]
+    assert hello_record_conflicts(hello(suite=...), suite="slow", rec=rec) == [
+        "its hello names suite None, the stored run is of suite 'slow'"]
+    gpu = {"torch": {"devices": [{"name": "NVIDIA H200"}]}, "hostname": "node7"}  # a GPU the stored run lacks
+    assert hello_record_conflicts(hello(facts=gpu), suite="slow", rec=rec) == [
+        "host fact gpu_name is 'NVIDIA H200' in the spool, None stored for gpu-a"]
+    bad_spec = HostRunRecord(**{**rec.__dict__, "cases_total": 0})
+    assert hello_record_conflicts(hello(suite=None, cases_total=0), suite="slow", rec=bad_spec) == []
