@@ -528,7 +528,9 @@ def test_a_run_whose_orch_process_died_says_so_with_the_resume_command(sshd_bed:
     host = sshd_bed.add("gpu-a")
     orch = _orch(tmp_path, [(host, {})])
     suites = _write_suites(tmp_path)
-    secs = f"{3 + random.random():.4f}"
+    # two cases of this many seconds: long enough that the run is still going when the check below (an orch
+    # runs show, seconds under load) is done and orch is killed (3 s was not, at load 6)
+    secs = f"{scaled(10) + random.random():.4f}"
     proc = orch.popen("run", "sleeper", "--hosts", "bed", "--suite-dir", str(suites), "--set", f"secs={secs}",
                       "--json")  # fmt: skip
     try:
