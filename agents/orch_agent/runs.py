@@ -175,6 +175,9 @@ class RunDir:
             return None
         if not pid_alive(pid):
             return self._unnamed_worker(pid, "a process that is gone")
+        if exiting(pid):  # the worker SIGKILLed, tearing down: its working directory is released before it is a
+            # zombie (a window a loaded machine widens), so it read as "not this run's worker"; it is ending
+            return self._unnamed_worker(pid, "a process that is ending")
         if start is None:
             return (f"the worker's start-time file {self.pid_start_path} is missing or names another pid, and pid "
                     f"{pid} is a live process that is not recognisably this run's worker")  # fmt: skip
@@ -393,6 +396,7 @@ def stopped(pid: int) -> bool:
 
 
 PF_KTHREAD = 0x00200000  # <linux/sched.h>: the flags field (9th) of /proc/PID/stat marks a kernel thread
+PF_EXITING = 0x00000004  # <linux/sched.h>: the same field marks a process getting shut down (do_exit)
 
 
 def start_time(pid: int) -> int | None:
@@ -491,6 +495,18 @@ def works_in(pid: int, directory: str) -> bool:
     except OSError:
         return False
     return (cwd.st_dev, cwd.st_ino) == (here.st_dev, here.st_ino)
+
+
+def exiting(pid: int) -> bool:
+    """True when ``pid`` is on its way out (``PF_EXITING`` in its flags, field 9 of ``/proc/PID/stat``,
+    ``proc(5)``; set by the kernel's ``do_exit`` before the process releases its files and working directory and
+    long before it is a zombie). False when it runs or cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+        return bool(int(stat[stat.rindex(")") + 2 :].split()[6]) & PF_EXITING)
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 def _kernel_thread(pid: int) -> bool:
