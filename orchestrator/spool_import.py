@@ -121,10 +121,13 @@ def _hello(path: Path, first: Line | None, pending: int) -> Event:
         raise UsageError(f"{path} is empty (0 bytes): not an orch agent spool", "pass a host's events.jsonl")
     ev = SpoolLines(0).event(first)
     if ev.type == "error" and ev.data.get("line_type") == "hello":  # a hello, refused for a field: say which
+        message = str(ev.data.get("message"))
+        clock = "(hello): ts " in message  # the host's clock, not the file: only then is the clock the fix
         raise UsageError(
-            f"{where}: the hello line is refused: {ev.data.get('message')}; nothing was imported",
-            "import the spool as the agent wrote it; a hello's ts is the host's clock when the run started (set "
-            "the host's clock, e.g. with NTP, for later runs)",
+            f"{where}: the hello line is refused: {message}; nothing was imported",
+            "import the spool as the agent wrote it; " + ("a hello's ts is the host's clock when the run started (set "
+            "the host's clock, e.g. with NTP, for later runs)" if clock else "the agent writes each line once, "
+            "whole, and never edits it"),
         )
     if ev.type != "hello":
         raise UsageError(

@@ -66,7 +66,23 @@ def test_a_hello_whose_ts_is_out_of_range_is_refused_naming_the_line_and_the_ran
     assert res.returncode == 2, (res.stdout, res.stderr)
     assert "Traceback" not in res.stderr and "orch hit a bug" not in res.stderr, res.stderr
     assert f"{spool}:1: the hello line is refused: agent line 0 (hello): ts {float(ts)!r} {when} {RANGE}" in err, err
-    assert "nothing was imported" in err
+    assert "nothing was imported" in err and "set the host's clock" in err
+    assert _no_run(db_url)
+
+
+def test_a_hello_refused_for_a_key_written_twice_gets_no_clock_advice(
+    tmp_path: Path, db_url: str, suite_dir: Path
+) -> None:
+    """The tester's finding: a hello refused for a repeated key got the hint for a wrong host clock."""
+    orch = import_cli(tmp_path, db_url, suite_dir)
+    lines = echo_lines()
+    lines[0] = lines[0].replace(b'"cases_total": 3', b'"cases_total": 3, "cases_total": 2')
+    spool = _write(tmp_path / "events.jsonl", lines)
+    res = orch(str(spool))
+    err = " ".join(res.stderr.split())
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    assert "the hello line is refused: agent line 0 writes the key 'cases_total' twice in one object" in err, err
+    assert "clock" not in err and "the agent writes each line once, whole, and never edits it" in err, err
     assert _no_run(db_url)
 
 
