@@ -498,22 +498,23 @@ def works_in(pid: int, directory: str) -> bool:
 
 
 def exiting(pid: int) -> bool:
-    """True when ``pid`` is on its way out (``PF_EXITING`` in its flags, field 9 of ``/proc/PID/stat``,
-    ``proc(5)``; set by the kernel's ``do_exit`` before the process releases its files and working directory and
-    long before it is a zombie). False when it runs or cannot be read."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-        return bool(int(stat[stat.rindex(")") + 2 :].split()[6]) & PF_EXITING)
-    except (OSError, ValueError, IndexError):
-        return False
+    """True when ``pid`` is on its way out (``PF_EXITING``, set by the kernel's ``do_exit`` before the process
+    releases its files and working directory and long before it is a zombie). False when it runs or cannot be
+    read."""
+    return _has_flag(pid, PF_EXITING)
 
 
 def _kernel_thread(pid: int) -> bool:
+    return _has_flag(pid, PF_KTHREAD)
+
+
+def _has_flag(pid: int, flag: int) -> bool:
+    """Whether ``flag`` is set in ``pid``'s flags (field 9 of ``/proc/PID/stat``, ``proc(5)``); False when it
+    cannot be read."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-        return bool(int(stat[stat.rindex(")") + 2 :].split()[6]) & PF_KTHREAD)
+        return bool(int(stat[stat.rindex(")") + 2 :].split()[6]) & flag)
     except (OSError, ValueError, IndexError):
         return False
 
