@@ -182,7 +182,7 @@ def import_spool(
             _add_host(store, run_id, name)
     if not {s.host: s for s in store.host_run_states(run_id)}[name].started:
         agent_version = hello.data.get("agent_version")
-        store.start_host_run(run_id, name, facts=summary, build_sha=None,
+        store.start_host_run(run_id, name, facts=summary, build_sha=None, started_ts=hello.ts,
                              agent_version=agent_version if isinstance(agent_version, str) else "unknown")  # fmt: skip
     torch = facts.get("torch")
     device = "cuda" if isinstance(torch, dict) and torch.get("cuda_available") else "cpu"
@@ -231,7 +231,7 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     if stored is not None:
         stored.compare(hello, hello)
     batch: list[Event] = [hello] if last < 0 else []
-    count, after_done, done_at = 1, 0, None
+    count, after_done, done_at, done_ts = 1, 0, None, None
     stored_lines: list[int] = []  # what this process's transactions stored: another import may store lines first
     spool = SpoolLines(1, cap=cap)
     for raw in lines:
@@ -242,7 +242,7 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
             continue
         ev = spool.event(raw)
         if is_done_line(ev):
-            done_at = pos
+            done_at, done_ts = pos, ev.ts
         if pos <= last:
             if stored is not None:
                 stored.compare(ev, enrich(ev))
@@ -285,7 +285,7 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     if past_done:  # lines the store cannot hold at their place: the host's account is not whole, say so in it
         status = stored_status = "failed"
     if rec.status != stored_status or (error and error not in (rec.error or "")):
-        store.finish_host_run(run_id, name, stored_status, error if past_done else verdict.error)
+        store.finish_host_run(run_id, name, stored_status, error if past_done else verdict.error, ended_ts=done_ts)
     return ImportOutcome(str(path), run_id, suite, name, created, count, new, status,
                          _run_status(store, run_id), rec.results, rec.errors, error)  # fmt: skip
 

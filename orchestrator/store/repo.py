@@ -327,15 +327,19 @@ class Store:
         agent_version: str,
         build_sha: str | None,
         info: dict[str, Any] | None = None,
+        started_ts: float | None = None,
     ) -> None:
         """Mark a host run started with its facts; ``info`` is merged into its ``info`` in the same transaction
-        (as :meth:`set_host_run_info` would: one commit per host instead of two)."""
-        now = _now()
+        (as :meth:`set_host_run_info` would: one commit per host instead of two). ``started_ts``: when the agent
+        wrote its hello (unix s, the host's clock; ``orch runs import`` of a spool copied long after), the host
+        run's ``started_at`` when it is not in the future; else, or without it, now. A host run that had started
+        keeps its ``started_at``."""
+        now, hello_at = _now(), compute.from_unix(started_ts)
         facts = storable(facts, "facts")[0]  # what the host's tools print may hold NUL (PostgreSQL cannot)
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
             hr.status, hr.facts, hr.agent_version, hr.build_sha = "running", facts, agent_version, build_sha
-            hr.started_at = hr.started_at or now
+            hr.started_at = hr.started_at or (hello_at if hello_at is not None and hello_at <= now else now)
             if info is not None:
                 hr.info = {**(hr.info or {}), **info}
             s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=now))
@@ -373,8 +377,9 @@ class Store:
     ) -> None:  # fmt: skip
         """End a host run with ``status`` (``error`` appended to its error); ``info`` is merged into its ``info``
         in the same transaction (as :meth:`set_host_run_info` would). ``ended_ts``: when the agent wrote its done
-        line (unix s, the host's clock), the host run's ``finished_at`` when it lies between the host run's start
-        and now (a run collected by a resume hours after its agents finished ended then, not at the collection);
+        line (unix s, the host's clock), the host run's ``finished_at`` when it lies between the latest of the
+        host run's start and its stored rows' ``ts``, and now (a run collected by a resume hours after its agents
+        finished ended then, not at the collection; a done line dated before a result it counts is not believed);
         else, or without it, now. Raises ValueError for an unknown status."""
         if status not in HOST_RUN_STATUSES:
             raise ValueError(f"host run status {status!r} not in {HOST_RUN_STATUSES}")
@@ -382,6 +387,9 @@ class Store:
             hr = self._host_run(s, run_id, host)
             now, ended = _now(), compute.from_unix(ended_ts)
             plausible = ended is not None and hr.started_at is not None and hr.started_at <= ended <= now
+            if plausible:
+                last = s.scalar(select(func.max(Result.ts)).where(Result.run_id == run_id, Result.host == host))
+                plausible = last is None or (ended is not None and last <= ended)
             hr.status, hr.finished_at = status, ended if plausible else now
             if info is not None:
                 hr.info = {**(hr.info or {}), **info}

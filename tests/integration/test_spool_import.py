@@ -164,3 +164,15 @@ def test_cli_exit_codes_and_json(tmp_path: Path, db_url: str) -> None:
     assert again.returncode == 0 and "6 lines, 0 newly stored" in again.stdout, again.stdout
     bad = orch(str(tmp_path / "missing.jsonl"))
     assert bad.returncode == 2 and "no spool file at" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_an_imported_host_run_started_and_ended_when_its_agent_did(store: Store, tmp_path: Path) -> None:
+    # the variant tester: into a fresh store, the host run's started_at was the import's time and its finished_at
+    # too, while the run's started_at was the hello's ts: a host run that started months after its run
+    spool = _spool(tmp_path / "events.jsonl")  # hello ts 1_790_000_000, done (line 5) ts 1_790_000_005
+    _import(store, spool)
+    detail = store.get_run(RUN_ID)
+    rec = detail.host_run("node-7")
+    assert rec is not None and rec.started_at is not None and rec.finished_at is not None
+    assert (rec.started_at.timestamp(), rec.finished_at.timestamp()) == (1_790_000_000.0, 1_790_000_005.0)
+    assert detail.finished_at is not None and detail.finished_at.timestamp() == 1_790_000_005.0

@@ -74,3 +74,32 @@ def test_a_host_run_ends_when_its_agent_wrote_done_and_the_run_when_its_last_hos
     store.finish_host_run(run_id, "h2", "completed", ended_ts=time.time() + 3600)  # in the future: now
     h2 = store.get_run(run_id).host_run("h2")
     assert h2 is not None and h2.finished_at is not None and h2.finished_at.timestamp() <= time.time()
+
+
+def test_a_done_ts_before_the_host_s_last_result_is_not_its_end(store: Store) -> None:
+    """The variant tester: a done line whose ``ts`` lies after the host run's start but before the ``ts`` of a
+    result it stored became the host run's ``finished_at`` (a host run that ended before its own last result).
+    The end must be at or after every stored row's ``ts``; an earlier one is not believed (now is used)."""
+    import time
+
+    from orchestrator.protocol import Event
+
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    run_id = store.create_run(suite="noop", params={}, preset=None, label=None, hosts=["h1"],
+                              started_by="me@box", started_on="box")  # fmt: skip
+    store.start_host_run(run_id, "h1", facts={}, agent_version="v1", build_sha=None)
+    started = store.get_run(run_id).host_run("h1")
+    assert started is not None and started.started_at is not None
+    t0 = started.started_at.timestamp()
+    time.sleep(0.05)
+    metrics = {"time_ms": {"value": 1.0, "unit": "ms"}}
+    result = Event(seq=1, type="result", ts=t0 + 0.04, data={"case_index": 0, "case": {"ms": 1.0}, "metrics": metrics})
+    store.ingest(run_id, "h1", [Event(seq=0, type="hello", ts=t0, data={"cases_total": 1}), result])
+    store.finish_host_run(run_id, "h1", "completed", ended_ts=t0 + 0.02)  # after the start, before the result
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and hr.finished_at is not None
+    assert hr.finished_at.timestamp() >= t0 + 0.04, (hr.finished_at.timestamp() - t0)
+    store.reopen_host_run(run_id, "h1")
+    store.finish_host_run(run_id, "h1", "completed", ended_ts=t0 + 0.045)  # after the result: believed
+    hr = store.get_run(run_id).host_run("h1")
+    assert hr is not None and hr.finished_at is not None and abs(hr.finished_at.timestamp() - (t0 + 0.045)) < 1e-5
