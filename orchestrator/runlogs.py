@@ -41,7 +41,9 @@ class HostLogs:
     "sha256"}`` recorded with the result, or None) added by :func:`check_outputs`; ``missing``: the stored files
     the host no longer has (``{"case_index", "run", "stream", "bytes", "sha256"}``); ``problems``: one line per
     case with gone outputs and per changed file; ``error`` (with ``hint``): why the host could not answer, or a
-    summary of ``problems``."""
+    summary of ``problems``. ``not_read``: what is in the place of the run's ``outputs/`` directory when that is
+    not a real directory (``"a symbolic link"`` ...: nothing under it was read); a case whose own directory is
+    not one says so in its entry (``"not_read"``, no runs)."""
 
     host: str
     cases: list[dict[str, Any]] = field(default_factory=list)
@@ -49,10 +51,11 @@ class HostLogs:
     hint: str | None = None
     missing: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    not_read: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "cases": self.cases, "error": self.error, "hint": self.hint,
-                "missing": self.missing, "problems": self.problems}  # fmt: skip
+                "missing": self.missing, "problems": self.problems, "not_read": self.not_read}  # fmt: skip
 
 
 def _agent_answer(stdout: str) -> dict[str, Any] | None:
@@ -80,7 +83,8 @@ async def _host_logs(
     code = doc.get("code") if doc is not None else None
     recorded = case in stored if case is not None else bool(stored)  # the store names outputs to look for
     if res.exit_status == 0 and doc is not None and isinstance(doc.get("cases"), list):
-        logs = HostLogs(host.name, cases=doc["cases"])
+        odd = doc.get("not_read")
+        logs = HostLogs(host.name, cases=doc["cases"], not_read=str(odd)[:40] if odd is not None else None)
     elif code in ("no_such_case", "no_such_run") and recorded:  # kept nothing of it: the store says what is gone
         logs = HostLogs(host.name)
         check_outputs(logs, stored, case)
@@ -118,11 +122,14 @@ def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]]
     changed: dict[int, list[str]] = {}
     cases: set[int] = set()
     odd: dict[tuple[int, int, str], str] = {}  # a stream whose file is not a regular file on the host: what it is
+    odd_dir: dict[int, str] = {}  # a case whose directory is not a real directory on the host: what it is
     for c in logs.cases:
         ci = c.get("case_index")
         if not isinstance(ci, int):
             continue
         cases.add(ci)
+        if c.get("not_read") is not None:
+            odd_dir[ci] = str(c["not_read"])[:40]
         for r in c.get("runs", []):
             k = r.get("run")
             not_read = r.get("not_read")
@@ -155,6 +162,15 @@ def check_outputs(logs: HostLogs, stored: dict[int, list[dict[str, StoredFile]]]
                 if s in run and (ci, k, s) not in seen]  # fmt: skip
         logs.missing += [{"case_index": ci, "run": k, "stream": s, **f} for k, s, f in gone]
         if not gone:
+            continue
+        if (what_dir := odd_dir.get(ci)) is not None or logs.not_read is not None:
+            place = f"its outputs directory is {what_dir}" if what_dir else f"the run's outputs/ is {logs.not_read}"
+            named = "; ".join(_file_text(s, k, f) for k, s, f in gone[:LISTED_FILES])
+            if len(gone) > LISTED_FILES:
+                named += f"; and {counted(len(gone) - LISTED_FILES, 'more file')}"
+            problems.setdefault(ci, []).insert(
+                0, f"case {ci}: {place} on the host, not a directory: not read; stored: {named}"
+            )
             continue
         for k, s, f in gone:
             if (ci, k, s) in odd:  # there, but not the file the worker wrote (a FIFO, a link): never read

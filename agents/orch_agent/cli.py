@@ -53,7 +53,9 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   (``benches/command.py``): ``{"run_id", "host", "cases": [{"case_index", "runs": [{"run", "stdout"|"stderr"|
   "output": {"text", "encoding", "bytes", "sha256"}, "not_read": {stream: what}}]}]}`` (``text`` the file itself
   when it is UTF-8, its base64 when ``encoding`` is ``"base64"``; ``not_read``, only when there is one, names what
-  is in a stream's place that is not a regular file: ``"a FIFO"``, ``"a symbolic link"`` ...); with
+  is in a stream's place that is not a regular file: ``"a FIFO"``, ``"a symbolic link"`` ...; a case's own
+  ``not_read`` (and no runs) when its directory is not a real directory, a link to one included, and a top-level
+  ``not_read`` when ``outputs/`` itself is not); with
   ``--parsed --case N``, ``{"run_id", "host", "case_index",
   "outputs": [text, ...]}``: what orch parses, one per timed run.
 - ``version``: ``{"agent_version", "python", "protocol"}``.
@@ -565,11 +567,27 @@ def _counts(lines: list[bytes]) -> dict[str, int]:
     return {"lines": len(lines), "results": types.count("result"), "errors": types.count("error")}
 
 
+def _not_a_directory(path: str) -> str | None:
+    """What is at ``path`` when it is there but not a directory the worker made (``"a symbolic link"`` (to a
+    directory too: following it could reach files outside the run directory), ``"a FIFO"``, ``"a regular file"``
+    ...), never following a link; None when it is a real directory or nothing is there."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISDIR(mode):
+        return None
+    return "a regular file" if stat.S_ISREG(mode) else _file_kind(path)
+
+
 def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
-    """``{timed run k: {stream: path}}`` of one case's kept outputs."""
+    """``{timed run k: {stream: path}}`` of one case's kept outputs; none when the case's directory is not a real
+    directory (:func:`_not_a_directory`: a link to elsewhere is not followed)."""
     d = os.path.join(rd.outputs_dir, str(case))
     runs: dict[int, dict[str, str]] = {}
-    for name in os.listdir(d) if os.path.isdir(d) else []:
+    for name in os.listdir(d) if _not_a_directory(d) is None and os.path.isdir(d) else []:
         k, _, stream = name.partition(".")
         if k.isdigit() and stream in ("stdout", "stderr", "output"):
             runs.setdefault(int(k), {})[stream] = os.path.join(d, name)
@@ -633,7 +651,9 @@ def _file_kind(path: str) -> str | None:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     rd = _existing_run(args.run_id, args)
-    cases = sorted(int(n) for n in (os.listdir(rd.outputs_dir) if os.path.isdir(rd.outputs_dir) else []) if n.isdigit())
+    odd_outputs = _not_a_directory(rd.outputs_dir)  # outputs/ itself replaced: nothing under it is read
+    listed = os.listdir(rd.outputs_dir) if odd_outputs is None and os.path.isdir(rd.outputs_dir) else []
+    cases = sorted(int(n) for n in listed if n.isdigit())
     if args.case is not None:
         if args.case not in cases:
             raise CliError(
@@ -646,6 +666,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if args.parsed:
         if args.case is None:
             raise CliError("--parsed needs --case N", "usage", EXIT_USAGE)
+        odd = _not_a_directory(os.path.join(rd.outputs_dir, str(args.case)))
+        if odd is not None:
+            raise CliError(f"the outputs of case {args.case} are {odd} on the host, not a directory: not read",
+                           "no_such_case", EXIT_NO_RUN)  # fmt: skip
         runs = _case_runs(rd, args.case)
         out = []
         for k in sorted(runs):
@@ -657,8 +681,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
             out.append(data.decode("utf-8", "replace"))
         _print({"run_id": rd.run_id, "host": rd.host, "case_index": args.case, "outputs": out})
         return EXIT_OK
-    doc = []
+    doc: list[dict[str, Any]] = []
     for c in cases:
+        odd = _not_a_directory(os.path.join(rd.outputs_dir, str(c)))
+        if odd is not None:  # the case's directory replaced (a link elsewhere, a FIFO, a file): say what, read none
+            doc.append({"case_index": c, "runs": [], "not_read": odd})
+            continue
         runs = _case_runs(rd, c)
         entries = []
         for k in sorted(runs):
@@ -671,7 +699,10 @@ def cmd_logs(args: argparse.Namespace) -> int:
                     entry.setdefault("not_read", {})[stream] = kind
             entries.append(entry)
         doc.append({"case_index": c, "runs": entries})
-    _print({"run_id": rd.run_id, "host": rd.host, "cases": doc})
+    answer: dict[str, Any] = {"run_id": rd.run_id, "host": rd.host, "cases": doc}
+    if odd_outputs is not None:
+        answer["not_read"] = odd_outputs
+    _print(answer)
     return EXIT_OK
 
 

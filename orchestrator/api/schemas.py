@@ -328,6 +328,10 @@ class RunOutputsOut(BaseModel):
 class CaseOutputsOut(BaseModel):
     case_index: int
     runs: list[RunOutputsOut]
+    not_read: str | None = Field(
+        default=None, description="what is in the place of the case's outputs directory on the host when that is "
+        "not a real directory (e.g. 'a symbolic link'): nothing of the case was read"
+    )
 
 
 class HostLogsOut(BaseModel):
@@ -339,6 +343,10 @@ class HostLogsOut(BaseModel):
     hint: str | None = None
     missing: list[MissingFileOut] = Field(description="stored outputs the host no longer has")
     problems: list[str] = Field(description="one line per case with gone outputs and per changed file")
+    not_read: str | None = Field(
+        default=None, description="what is in the place of the run's outputs/ directory on the host when that is "
+        "not a real directory: nothing under it was read"
+    )
 
 
 class RunLogsOut(BaseModel):

@@ -223,6 +223,52 @@ def test_utf8_outputs_stay_text_in_json(sshd_bed: SshdBed, tmp_path: Path) -> No
     assert json.dumps(doc)
 
 
+def test_a_case_directory_replaced_by_a_link_a_fifo_or_a_file_is_named_never_followed(
+    sshd_bed: SshdBed, tmp_path: Path
+) -> None:
+    """The variant tester: a case's directory under ``outputs/`` replaced by a symbolic link to a directory
+    elsewhere was followed (its files printed and checked as the run's); replaced by a FIFO or a plain file, the
+    case was called "gone from the host". Now none is read or followed, each is named for what it is, exit 1,
+    in the human output, ``--json``, ``--case`` and the API; with ``outputs/`` itself a link, every case says so."""
+    orch, host, suites = _setup(sshd_bed, tmp_path)
+    run_id = _run(orch, suites, "ec")
+    out = _outputs(host, run_id)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "0.stdout").write_text("TOPSECRET\n")
+    shutil.rmtree(out / "0")
+    (out / "0").symlink_to(elsewhere)
+    shutil.rmtree(out / "1")
+    os.mkfifo(out / "1")
+    shutil.rmtree(out / "2")
+    (out / "2").write_text("v: 3\n")
+    res = orch("runs", "logs", run_id, timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "TOPSECRET" not in res.stdout + res.stderr
+    err = " ".join(res.stderr.split())
+    for case, figure, kind in ((0, b"v: 1\n", "a symbolic link"), (1, V2, "a FIFO"), (2, b"v: 3\n", "a regular file")):
+        assert f"case {case}: its outputs directory is {kind} on the host, not a directory: not read; stored: run 0 " \
+               f"stdout 5 bytes, sha256 {_sha(figure)}" in err, err  # fmt: skip
+    assert "gone from the host;" not in err, err
+    doc = orch.json("runs", "logs", run_id, expect_rc=1)
+    assert "TOPSECRET" not in json.dumps(doc)
+    got = {c["case_index"]: (c["not_read"], c["runs"]) for c in doc["hosts"][0]["cases"]}
+    assert got == {0: ("a symbolic link", []), 1: ("a FIFO", []), 2: ("a regular file", [])}, got
+    one = orch.json("runs", "logs", run_id, "--case", "0", expect_rc=1)
+    assert one["hosts"][0]["problems"][0].startswith("case 0: its outputs directory is a symbolic link"), one
+    api = _api(orch, run_id)
+    assert [c.get("not_read") for c in api["hosts"][0]["cases"]] == ["a symbolic link", "a FIFO", "a regular file"]
+    for case in ("0", "1", "2"):
+        (out / case).unlink()
+    out.rename(out.with_name("kept"))
+    out.symlink_to(out.with_name("kept"))  # outputs/ itself a link: nothing under it is read
+    doc = orch.json("runs", "logs", run_id, expect_rc=1)
+    assert doc["hosts"][0]["not_read"] == "a symbolic link", doc
+    assert [p.split(";")[0] for p in doc["hosts"][0]["problems"]] == [
+        f"case {c}: the run's outputs/ is a symbolic link on the host, not a directory: not read" for c in range(3)
+    ], doc
+
+
 def test_an_output_replaced_by_a_fifo_a_link_or_a_directory_is_named_for_what_it_is_never_read(
     sshd_bed: SshdBed, tmp_path: Path
 ) -> None:
