@@ -82,6 +82,7 @@ from .runs import (
     stopped,
     valid_pid,
     valid_run_id,
+    workers_elsewhere,
     workers_in,
 )
 from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
@@ -296,6 +297,17 @@ def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
             "already_running",
             EXIT_USAGE,
             {"pid": live[0], "pids": live},
+        )
+    moved = workers_elsewhere(rd.run_id, rd.host, rd.path, rd.orch_home)
+    if moved:  # its directory moved or removed while it ran: a new directory here would get a second worker
+        pid, where = moved[0]
+        raise CliError(
+            f"run {rd.run_id!r} already has a live worker (pid {pid}) for {rd.host}, working in {where}, not in "
+            f"{rd.path}: the run directory was moved or removed while it ran; not starting a second worker (cancel "
+            "it, or move its directory back)",
+            "already_running",
+            EXIT_USAGE,
+            {"pid": pid, "pids": [p for p, _ in moved], "cwd": where},
         )
     try:
         fatal.reserve(rd.reason_path)

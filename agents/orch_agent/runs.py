@@ -483,6 +483,60 @@ def workers_in(run_dir: str, run_id: str) -> list[int]:
     return sorted(found)
 
 
+def _argv_value(argv: list[bytes], option: bytes) -> bytes | None:
+    """The value after ``option`` in a /proc cmdline's ``argv``, or None."""
+    if option not in argv:
+        return None
+    i = argv.index(option)
+    return argv[i + 1] if i + 1 < len(argv) else None
+
+
+def workers_elsewhere(run_id: str, host: str, run_dir: str, orch_home: str) -> list[tuple[int, str]]:
+    """``[(pid, working directory)]`` (by pid) of the live agent workers of run ``run_id`` for ``host`` that do
+    not work in ``run_dir``: its directory was moved while it ran (``mv``: the worker's working directory, read
+    through ``/proc/PID/cwd``, holds the ``spec.json`` of this run and host) or removed (the directory reads
+    ``(deleted)`` and the worker's command line names the run and host: ``--run-id``, ``--host``, as orch's
+    ``start`` passes them). :func:`workers_in` finds workers by the directory's inode, which a new directory at
+    the old path does not share. A worker is a session leader whose command line is an agent command that becomes
+    a worker (:data:`WORKER_COMMANDS`) under the orch home ``orch_home`` (its ``--orch-home``, else the default:
+    the same run id in another home is another run); zombies and this process are left out."""
+    try:
+        here = os.stat(run_dir)
+        here_id: tuple[int, int] | None = (here.st_dev, here.st_ino)
+    except OSError:
+        here_id = None
+    me, found = os.getpid(), []
+    for pid, state, _pgid, sid in _proc_stats():
+        if sid != pid or pid == me or state == "Z":
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
+            if not any(c in argv for c in WORKER_COMMANDS):
+                continue
+            home = _argv_value(argv, b"--orch-home")
+            if resolve_home(os.fsdecode(home) if home else None) != orch_home:
+                continue
+            cwd = os.stat(f"/proc/{pid}/cwd")
+            where = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if (cwd.st_dev, cwd.st_ino) == here_id:
+            continue
+        named = _argv_value(argv, b"--run-id") == os.fsencode(run_id)
+        if named and where.endswith(" (deleted)") and _argv_value(argv, b"--host") in (None, os.fsencode(host)):
+            found.append((pid, where))
+            continue
+        try:
+            with open(f"/proc/{pid}/cwd/spec.json", "rb") as f:
+                doc = json.load(f)
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("run_id") == run_id and doc.get(SPEC_HOST_KEY) == host:
+            found.append((pid, where))
+    return found
+
+
 def works_in(pid: int, directory: str) -> bool:
     """True when process ``pid``'s working directory (``/proc/PID/cwd``, ``proc(5)``; readable for our own
     processes) is ``directory``: the same device and inode, whatever path spells it. False when either cannot be

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -318,5 +319,50 @@ def test_start_never_launches_a_second_worker_where_a_live_one_works(home: Path,
         assert f"already has a live worker (pid {pid})" in out["error"], out
         assert pid_alive(pid)
         assert not (run_dir(home, "r9") / "pid").exists()  # nothing launched: no second worker's pid file
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("how", ["moved", "removed"])
+def test_start_never_launches_a_second_worker_when_the_live_one_s_directory_moved(home: Path, how: str) -> None:
+    """The variant tester: with the live worker's run directory moved away (``mv``) or removed, a second ``start``
+    of the run made a new directory at the old path and launched a second worker: :func:`runs.workers_in` looks
+    for workers by the directory's inode, which the new one does not share. Now ``start`` also finds a worker of
+    this run and host working elsewhere (``runs.workers_elsewhere``: the moved directory's spec.json, or a removed
+    directory and the worker's ``--run-id``/``--host``) and refuses, naming it and where it works."""
+    s = spec("r10", [{"ms": 60000}])
+    first = agent(home, "start", "--spec", "-", "--run-id", "r10", input=s)
+    assert first.returncode == 0, first.stdout + first.stderr
+    pid = json.loads(first.stdout)["pid"]
+    wait_for(lambda: "case_start" in spool_types(home, "r10"))
+    rd = run_dir(home, "r10")
+    if how == "moved":
+        rd.rename(rd.with_name(HOST + ".moved"))
+    else:
+        shutil.rmtree(rd)
+    try:
+        dup = agent(home, "start", "--spec", "-", "--run-id", "r10", input=s)
+        out = json.loads(dup.stdout)
+        assert dup.returncode == 2 and out["code"] == "already_running", dup.stdout + dup.stderr
+        assert f"already has a live worker (pid {pid}) for {HOST}, working in " in out["error"], out
+        assert ("moved" in out["cwd"]) if how == "moved" else out["cwd"].endswith(" (deleted)"), out
+        assert pid_alive(pid)
+        assert not (rd / "pid").exists()  # nothing launched
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_worker_of_the_same_run_id_in_another_orch_home_is_another_run(home: Path, tmp_path: Path) -> None:
+    """``workers_elsewhere`` matches a worker by its run directory's spec.json: the same run id and host under
+    another orch home (two users' homes, or tests that reuse a run id) is another run, never a reason to refuse."""
+    other = tmp_path / "other-home"
+    s = spec("r11", [{"ms": 60000}])
+    first = agent(other, "start", "--spec", "-", "--run-id", "r11", input=s)
+    pid = json.loads(first.stdout)["pid"]
+    try:
+        wait_for(lambda: "case_start" in spool_types(other, "r11"))
+        here = agent(home, "start", "--spec", "-", "--run-id", "r11", input=s)
+        assert here.returncode == 0 and json.loads(here.stdout)["started"] is True, here.stdout + here.stderr
+        os.kill(json.loads(here.stdout)["pid"], signal.SIGKILL)
     finally:
         os.kill(pid, signal.SIGKILL)
