@@ -275,7 +275,8 @@ class Store:
         started_at: datetime | None = None,
     ) -> str:
         """A new run (status ``running``, UUIDv7 id unless ``run_id`` is given: an imported spool's run, which
-        also gives ``started_at``, aware), one ``pending`` host run per host; returns the id."""
+        also gives ``started_at``, aware; one in the future, a host clock ahead, is taken as now), one ``pending``
+        host run per host; returns the id."""
         run_id = run_id or compute.uuid7()
         now = _now()
         with self._write() as s:
@@ -293,7 +294,7 @@ class Store:
                     status="running",
                     started_by=started_by,
                     started_on=started_on,
-                    started_at=started_at or now,
+                    started_at=started_at if started_at is not None and started_at <= now else now,
                     info={},
                 )
             )
@@ -333,13 +334,18 @@ class Store:
         (as :meth:`set_host_run_info` would: one commit per host instead of two). ``started_ts``: when the agent
         wrote its hello (unix s, the host's clock; ``orch runs import`` of a spool copied long after), the host
         run's ``started_at`` when it is not in the future; else, or without it, now. A host run that had started
-        keeps its ``started_at``."""
+        keeps its ``started_at``; a run whose host started before the run's ``started_at`` (an imported run's
+        second host, whose hello is earlier) starts then."""
         now, hello_at = _now(), compute.from_unix(started_ts)
         facts = storable(facts, "facts")[0]  # what the host's tools print may hold NUL (PostgreSQL cannot)
         with self._write() as s:
             hr = self._host_run(s, run_id, host)
             hr.status, hr.facts, hr.agent_version, hr.build_sha = "running", facts, agent_version, build_sha
             hr.started_at = hr.started_at or (hello_at if hello_at is not None and hello_at <= now else now)
+            if hello_at is not None and hr.started_at == hello_at:
+                run = self._run(s, run_id)
+                if hello_at < run.started_at:
+                    run.started_at = hello_at
             if info is not None:
                 hr.info = {**(hr.info or {}), **info}
             s.execute(update(Host).where(Host.name == host).values(facts=facts, last_seen=now))

@@ -176,3 +176,25 @@ def test_an_imported_host_run_started_and_ended_when_its_agent_did(store: Store,
     assert rec is not None and rec.started_at is not None and rec.finished_at is not None
     assert (rec.started_at.timestamp(), rec.finished_at.timestamp()) == (1_790_000_000.0, 1_790_000_005.0)
     assert detail.finished_at is not None and detail.finished_at.timestamp() == 1_790_000_005.0
+
+
+def test_an_imported_run_never_starts_in_the_future_nor_after_its_first_host(store: Store, tmp_path: Path) -> None:
+    # the variant tester: a hello 12 h ahead (a host clock ahead, within what the protocol takes) stored a run that
+    # started after it finished; a second host whose hello was earlier than the first's left the run starting late
+    import time
+
+    ahead = time.time() + 12 * 3600
+    spool = tmp_path / "a" / "events.jsonl"
+    spool.parent.mkdir()
+    lines = [json.dumps({"v": 1, "seq": 0, "type": "hello", "ts": ahead, "agent_version": "a" * 64,
+                         "run_id": RUN_ID, "suite": "noop", "facts": {}, "cases_total": 0}),
+             json.dumps({"v": 1, "seq": 1, "type": "done", "ts": ahead + 1, "status": "completed",
+                         "counts": {"lines": 2, "results": 0, "errors": 0}})]  # fmt: skip
+    spool.write_text("".join(line + "\n" for line in lines))
+    before = time.time()
+    _import(store, spool, host="node-a")
+    detail = store.get_run(RUN_ID)
+    assert detail.finished_at is not None and detail.started_at <= detail.finished_at, detail
+    assert before - 1 <= detail.started_at.timestamp() <= time.time() + 1
+    _import(store, _spool(tmp_path / "events.jsonl"), host="node-b")  # hello at 1_790_000_000
+    assert store.get_run(RUN_ID).started_at.timestamp() == 1_790_000_000.0
