@@ -303,8 +303,8 @@ def _launch(rd: RunDir, spec: dict[str, Any]) -> int:
         pid, where = moved[0]
         raise CliError(
             f"run {rd.run_id!r} already has a live worker (pid {pid}) for {rd.host}, working in {where}, not in "
-            f"{rd.path}: the run directory was moved or removed while it ran; not starting a second worker (cancel "
-            "it, or move its directory back)",
+            f"{rd.path}: the run directory was moved or removed while it ran; not starting a second worker (stop "
+            f"that one, `kill -TERM -- -{pid}` (its process group), or move its directory back)",
             "already_running",
             EXIT_USAGE,
             {"pid": pid, "pids": [p for p, _ in moved], "cwd": where},

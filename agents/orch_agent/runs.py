@@ -484,11 +484,15 @@ def workers_in(run_dir: str, run_id: str) -> list[int]:
 
 
 def _argv_value(argv: list[bytes], option: bytes) -> bytes | None:
-    """The value after ``option`` in a /proc cmdline's ``argv``, or None."""
-    if option not in argv:
-        return None
-    i = argv.index(option)
-    return argv[i + 1] if i + 1 < len(argv) else None
+    """The value of ``option`` in a /proc cmdline's ``argv`` as argparse reads it (``--opt VALUE`` or
+    ``--opt=VALUE``; the last one given wins), or None when it is not there."""
+    found = None
+    for i, word in enumerate(argv):
+        if word == option and i + 1 < len(argv):
+            found = argv[i + 1]
+        elif word.startswith(option + b"="):
+            found = word[len(option) + 1 :]
+    return found
 
 
 def workers_elsewhere(run_id: str, host: str, run_dir: str, orch_home: str) -> list[tuple[int, str]]:
@@ -498,8 +502,10 @@ def workers_elsewhere(run_id: str, host: str, run_dir: str, orch_home: str) -> l
     ``(deleted)`` and the worker's command line names the run and host: ``--run-id``, ``--host``, as orch's
     ``start`` passes them). :func:`workers_in` finds workers by the directory's inode, which a new directory at
     the old path does not share. A worker is a session leader whose command line is an agent command that becomes
-    a worker (:data:`WORKER_COMMANDS`) under the orch home ``orch_home`` (its ``--orch-home``, else the default:
-    the same run id in another home is another run); zombies and this process are left out."""
+    a worker (:data:`WORKER_COMMANDS`) under the orch home ``orch_home`` (its ``--orch-home``, else the default,
+    compared with links resolved: the same run id in another home is another run; a relative ``--orch-home`` is
+    read from this process's directory); zombies and this process are left out. A removed directory's worker
+    started without ``--run-id`` (never by orch) cannot be told from others and is not found."""
     try:
         here = os.stat(run_dir)
         here_id: tuple[int, int] | None = (here.st_dev, here.st_ino)
@@ -515,7 +521,7 @@ def workers_elsewhere(run_id: str, host: str, run_dir: str, orch_home: str) -> l
             if not any(c in argv for c in WORKER_COMMANDS):
                 continue
             home = _argv_value(argv, b"--orch-home")
-            if resolve_home(os.fsdecode(home) if home else None) != orch_home:
+            if os.path.realpath(resolve_home(os.fsdecode(home) if home else None)) != os.path.realpath(orch_home):
                 continue
             cwd = os.stat(f"/proc/{pid}/cwd")
             where = os.readlink(f"/proc/{pid}/cwd")
@@ -524,7 +530,8 @@ def workers_elsewhere(run_id: str, host: str, run_dir: str, orch_home: str) -> l
         if (cwd.st_dev, cwd.st_ino) == here_id:
             continue
         named = _argv_value(argv, b"--run-id") == os.fsencode(run_id)
-        if named and where.endswith(" (deleted)") and _argv_value(argv, b"--host") in (None, os.fsencode(host)):
+        its_host = _argv_value(argv, b"--host") or os.fsencode(default_host())
+        if named and where.endswith(" (deleted)") and its_host == os.fsencode(host):
             found.append((pid, where))
             continue
         try:

@@ -366,3 +366,57 @@ def test_a_worker_of_the_same_run_id_in_another_orch_home_is_another_run(home: P
         os.kill(json.loads(here.stdout)["pid"], signal.SIGKILL)
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def _raw_start(*args: str, spec_json: str) -> subprocess.CompletedProcess[str]:
+    """``agent start --spec -`` with the options exactly as given (no --orch-home/--host added)."""
+    return subprocess.run([sys.executable, "-m", "agents.orch_agent", "start", "--spec", "-", *args], cwd=ROOT,
+                          input=spec_json, capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
+@pytest.mark.parametrize("form", ["equals", "linked-home"])
+def test_a_moved_away_worker_is_found_whatever_the_spelling_of_its_options(tmp_path: Path, form: str) -> None:
+    """The variant tester: a first start with ``--run-id=ID --orch-home=DIR`` (argparse's other spelling), or with
+    the orch home through a symbolic link, and its directory removed: a second start spelled the other way found
+    no worker and launched a second one. Options are now read as argparse reads them, homes with links resolved."""
+    real = tmp_path / "home"
+    real.mkdir()
+    link = tmp_path / "home-link"
+    link.symlink_to(real)
+    s = spec("r12", [{"ms": 60000}])
+    if form == "equals":
+        first = _raw_start("--run-id=r12", f"--orch-home={real}", f"--host={HOST}", spec_json=s)
+    else:
+        first = _raw_start("--run-id", "r12", "--orch-home", str(link), "--host", HOST, spec_json=s)
+    assert first.returncode == 0, first.stdout + first.stderr
+    pid = json.loads(first.stdout)["pid"]
+    try:
+        wait_for(lambda: "case_start" in spool_types(real, "r12"))
+        shutil.rmtree(run_dir(real, "r12"))
+        dup = _raw_start("--run-id", "r12", "--orch-home", str(real), "--host", HOST, spec_json=s)
+        out = json.loads(dup.stdout)
+        assert dup.returncode == 2 and out["code"] == "already_running", dup.stdout + dup.stderr
+        assert f"kill -TERM -- -{pid}" in out["error"], out
+        other = _raw_start("--run-id", "r12", "--orch-home", str(real), "--host", "h2", spec_json=s)
+        assert other.returncode == 0, other.stdout + other.stderr  # another host's run directory: its own worker
+        os.kill(json.loads(other.stdout)["pid"], signal.SIGKILL)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_worker_started_without_host_is_the_default_host_s_not_another_s(tmp_path: Path) -> None:
+    """The variant tester: a worker started without ``--host`` (the agent's default: this machine's hostname) whose
+    directory was removed made ``start --host b`` refuse, naming b: the missing option matched any host."""
+    s = spec("r13", [{"ms": 60000}])
+    first = _raw_start("--run-id", "r13", "--orch-home", str(tmp_path), spec_json=s)
+    assert first.returncode == 0, first.stdout + first.stderr
+    pid = json.loads(first.stdout)["pid"]
+    try:
+        spool = Path(json.loads(first.stdout)["spool"])
+        wait_for(lambda: spool.exists() and b"case_start" in spool.read_bytes())
+        shutil.rmtree(spool.parent)
+        other = _raw_start("--run-id", "r13", "--orch-home", str(tmp_path), "--host", "b", spec_json=s)
+        assert other.returncode == 0, other.stdout + other.stderr
+        os.kill(json.loads(other.stdout)["pid"], signal.SIGKILL)
+    finally:
+        os.kill(pid, signal.SIGKILL)
