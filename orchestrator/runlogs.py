@@ -85,8 +85,9 @@ async def _host_logs(
     if res.exit_status == 0 and doc is not None and isinstance(doc.get("cases"), list):
         odd = doc.get("not_read")
         logs = HostLogs(host.name, cases=doc["cases"], not_read=str(odd)[:40] if odd is not None else None)
-    elif code in ("no_such_case", "no_such_run") and recorded:  # kept nothing of it: the store says what is gone
-        logs = HostLogs(host.name)
+    elif code in ("no_such_case", "no_such_run", "outputs_not_read") and recorded:  # the store says what is gone
+        odd = doc.get("not_read") if doc is not None and code == "outputs_not_read" else None
+        logs = HostLogs(host.name, not_read=str(odd)[:40] if odd is not None else None)
         check_outputs(logs, stored, case)
         if code == "no_such_run" and doc is not None:
             logs.hint = f"{doc.get('error')}: the run's directory was removed from the host; {KEPT}"

@@ -579,42 +579,54 @@ def _counts(lines: list[bytes]) -> dict[str, int]:
     return {"lines": len(lines), "results": types.count("result"), "errors": types.count("error")}
 
 
-def _not_a_directory(path: str) -> str | None:
-    """What is at ``path`` when it is there but not a directory the worker made (``"a symbolic link"`` (to a
-    directory too: following it could reach files outside the run directory), ``"a FIFO"``, ``"a regular file"``
-    ...), never following a link; None when it is a real directory or nothing is there."""
-    import stat
-
+def _open_dir(name: str, dir_fd: int | None = None) -> tuple[int | None, str | None]:
+    """``(descriptor, None)`` of the real directory ``name`` (relative to ``dir_fd`` when given), opened without
+    following a symbolic link (``O_NOFOLLOW``) and without blocking; ``(None, what is there)`` when it is something
+    else (``"a symbolic link"`` (to a directory too: following it could reach files outside the run directory),
+    ``"a FIFO"``, ``"a regular file"`` ...); ``(None, None)`` when nothing is there. Everything below it is then
+    listed and opened through the descriptor, so a directory swapped for a link after this check is never
+    followed."""
     try:
-        mode = os.lstat(path).st_mode
-    except OSError:
-        return None
-    if stat.S_ISDIR(mode):
-        return None
-    return "a regular file" if stat.S_ISREG(mode) else _file_kind(path)
+        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        import errno
+
+        kind = _file_kind(name, dir_fd)
+        if kind == "a directory":
+            return None, f"a directory it cannot read ({exc.strerror})"
+        return None, kind if kind is not None or exc.errno == errno.ENOENT else "a regular file"
+    return fd, None
 
 
-def _case_runs(rd: RunDir, case: int) -> dict[int, dict[str, str]]:
-    """``{timed run k: {stream: path}}`` of one case's kept outputs; none when the case's directory is not a real
-    directory (:func:`_not_a_directory`: a link to elsewhere is not followed)."""
-    d = os.path.join(rd.outputs_dir, str(case))
+def _case_name(name: str) -> int | None:
+    """The case index an entry of ``outputs/`` is named for: a decimal number as the worker writes it (ASCII
+    digits, no leading zero); None for any other name (``01``, ``²``, ``١٢``: not the worker's)."""
+    if name.isascii() and name.isdigit() and (name == "0" or not name.startswith("0")):
+        return int(name)
+    return None
+
+
+def _case_runs(case_fd: int) -> dict[int, dict[str, str]]:
+    """``{timed run k: {stream: file name}}`` of one case's kept outputs, listed through its directory's
+    descriptor (:func:`_open_dir`)."""
     runs: dict[int, dict[str, str]] = {}
-    for name in os.listdir(d) if _not_a_directory(d) is None and os.path.isdir(d) else []:
+    for name in os.listdir(case_fd):
         k, _, stream = name.partition(".")
-        if k.isdigit() and stream in ("stdout", "stderr", "output"):
-            runs.setdefault(int(k), {})[stream] = os.path.join(d, name)
+        idx = _case_name(k)
+        if idx is not None and stream in ("stdout", "stderr", "output"):
+            runs.setdefault(idx, {})[stream] = name
     return runs
 
 
-def _read_output(path: str) -> bytes | None:
-    """The bytes of a kept output file, or None when ``path`` is not a regular file (a symbolic link, a FIFO, a
-    directory put in its place): opened without following a link (which could reach a file outside the run
-    directory) and without blocking (a FIFO's open waited for a writer: ``orch runs logs`` hung), never read
-    (:func:`runs.open_regular`)."""
+def _read_output(name: str, dir_fd: int) -> bytes | None:
+    """The bytes of a kept output file ``name`` in the directory ``dir_fd``, or None when it is not a regular
+    file (a symbolic link, a FIFO, a directory put in its place): opened without following a link (which could
+    reach a file outside the run directory) and without blocking (a FIFO's open waited for a writer: ``orch runs
+    logs`` hung), never read (:func:`runs.open_regular`)."""
     from .runs import open_regular
 
     try:
-        fd = open_regular(path)
+        fd = open_regular(name, dir_fd=dir_fd)
     except OSError:
         return None
     try:
@@ -626,15 +638,15 @@ def _read_output(path: str) -> bytes | None:
         os.close(fd)
 
 
-def _read_text(path: str) -> dict[str, Any] | None:
-    """``{"text", "encoding", "bytes", "sha256"}`` of the file at ``path``: ``text`` is the file itself when it is
-    valid UTF-8 (``encoding`` ``"utf-8"``), else its base64 (``"base64"``), so no byte is ever replaced. None when
-    it is not a regular file (:func:`_read_output`): ``logs`` then lists it under the run's ``not_read``, naming
-    what is in its place (:func:`_file_kind`)."""
+def _read_text(name: str, dir_fd: int) -> dict[str, Any] | None:
+    """``{"text", "encoding", "bytes", "sha256"}`` of the file ``name`` in ``dir_fd``: ``text`` is the file itself
+    when it is valid UTF-8 (``encoding`` ``"utf-8"``), else its base64 (``"base64"``), so no byte is ever
+    replaced. None when it is not a regular file (:func:`_read_output`): ``logs`` then lists it under the run's
+    ``not_read``, naming what is in its place (:func:`_file_kind`)."""
     import base64
     import hashlib
 
-    data = _read_output(path)
+    data = _read_output(name, dir_fd)
     if data is None:
         return None
     try:
@@ -644,14 +656,14 @@ def _read_text(path: str) -> dict[str, Any] | None:
     return {"text": text, "encoding": encoding, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
-def _file_kind(path: str) -> str | None:
-    """What is at ``path`` when it is not a regular file (``"a symbolic link"``, ``"a FIFO"``, ``"a directory"``,
-    ``"a socket"``, ``"a device"``), never following a link; None when nothing is there or it is a regular file
-    (one that could not be read: its mode)."""
+def _file_kind(name: str, dir_fd: int | None = None) -> str | None:
+    """What is at ``name`` (relative to ``dir_fd`` when given) when it is not a regular file (``"a symbolic
+    link"``, ``"a FIFO"``, ``"a directory"``, ``"a socket"``, ``"a device"``), never following a link; None when
+    nothing is there or it is a regular file (one that could not be read: its mode)."""
     import stat
 
     try:
-        mode = os.lstat(path).st_mode
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
     except OSError:
         return None
     for test, kind in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"),
@@ -661,12 +673,44 @@ def _file_kind(path: str) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
+def _case_outputs(out_fd: int, case: int) -> tuple[dict[str, Any], int | None]:
+    """One case's entry of ``logs`` (``{"case_index", "runs": [...]}``, with ``not_read`` for what it would not
+    read) and the case directory's descriptor (None when it is not a real directory: the caller closes it)."""
+    case_fd, odd = _open_dir(str(case), out_fd)
+    if case_fd is None:  # the case's directory replaced (a link elsewhere, a FIFO, a file): say what, read none
+        return {"case_index": case, "runs": [], "not_read": odd or "gone"}, None
+    entries = []
+    runs = _case_runs(case_fd)
+    for k in sorted(runs):
+        entry: dict[str, Any] = {"run": k}
+        for stream, name in sorted(runs[k].items()):
+            got = _read_text(name, case_fd)
+            if got is not None:
+                entry[stream] = got
+            elif (kind := _file_kind(name, case_fd)) is not None:  # there, but not the file the worker wrote
+                entry.setdefault("not_read", {})[stream] = kind
+        entries.append(entry)
+    return {"case_index": case, "runs": entries}, case_fd
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     rd = _existing_run(args.run_id, args)
-    odd_outputs = _not_a_directory(rd.outputs_dir)  # outputs/ itself replaced: nothing under it is read
-    listed = os.listdir(rd.outputs_dir) if odd_outputs is None and os.path.isdir(rd.outputs_dir) else []
-    cases = sorted(int(n) for n in listed if n.isdigit())
+    out_fd, odd_outputs = _open_dir(rd.outputs_dir)  # outputs/ itself replaced: nothing under it is read
+    try:
+        return _logs(rd, args, out_fd, odd_outputs)
+    finally:
+        if out_fd is not None:
+            os.close(out_fd)
+
+
+def _logs(rd: RunDir, args: argparse.Namespace, out_fd: int | None, odd_outputs: str | None) -> int:
+    listed = os.listdir(out_fd) if out_fd is not None else []
+    cases = sorted(c for c in map(_case_name, listed) if c is not None)
     if args.case is not None:
+        if odd_outputs is not None:
+            raise CliError(f"run {rd.run_id!r} on {rd.host}: its outputs directory {rd.outputs_dir} is {odd_outputs}, "
+                           "not a directory: not read", "outputs_not_read", EXIT_NO_RUN,
+                           {"not_read": odd_outputs})  # fmt: skip
         if args.case not in cases:
             raise CliError(
                 f"run {rd.run_id!r} on {rd.host} kept no output for case {args.case} (cases with outputs: "
@@ -675,46 +719,46 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 EXIT_NO_RUN,
             )
         cases = [args.case]
-    if args.parsed:
-        if args.case is None:
-            raise CliError("--parsed needs --case N", "usage", EXIT_USAGE)
-        odd = _not_a_directory(os.path.join(rd.outputs_dir, str(args.case)))
-        if odd is not None:
-            raise CliError(f"the outputs of case {args.case} are {odd} on the host, not a directory: not read",
-                           "no_such_case", EXIT_NO_RUN)  # fmt: skip
-        runs = _case_runs(rd, args.case)
-        out = []
-        for k in sorted(runs):
-            path = runs[k].get("output") or runs[k].get("stdout")
-            data = _read_output(path) if path else None
-            if data is None:
-                raise CliError(f"the output {path} of case {args.case} is not a regular file (a symbolic link, a "
-                               "FIFO or a directory in its place): not read", "no_such_case", EXIT_NO_RUN)  # fmt: skip
-            out.append(data.decode("utf-8", "replace"))
-        _print({"run_id": rd.run_id, "host": rd.host, "case_index": args.case, "outputs": out})
-        return EXIT_OK
+    elif args.parsed:
+        raise CliError("--parsed needs --case N", "usage", EXIT_USAGE)
     doc: list[dict[str, Any]] = []
     for c in cases:
-        odd = _not_a_directory(os.path.join(rd.outputs_dir, str(c)))
-        if odd is not None:  # the case's directory replaced (a link elsewhere, a FIFO, a file): say what, read none
-            doc.append({"case_index": c, "runs": [], "not_read": odd})
-            continue
-        runs = _case_runs(rd, c)
-        entries = []
-        for k in sorted(runs):
-            entry: dict[str, Any] = {"run": k}
-            for stream, p in sorted(runs[k].items()):
-                got = _read_text(p)
-                if got is not None:
-                    entry[stream] = got
-                elif (kind := _file_kind(p)) is not None:  # there, but not the file the worker wrote: say what
-                    entry.setdefault("not_read", {})[stream] = kind
-            entries.append(entry)
-        doc.append({"case_index": c, "runs": entries})
+        assert out_fd is not None
+        if args.parsed:
+            case_fd, odd = _open_dir(str(c), out_fd)
+            try:
+                return _parsed(rd, c, odd, case_fd)
+            finally:
+                if case_fd is not None:
+                    os.close(case_fd)
+        entry, case_fd = _case_outputs(out_fd, c)
+        if case_fd is not None:
+            os.close(case_fd)
+        doc.append(entry)
     answer: dict[str, Any] = {"run_id": rd.run_id, "host": rd.host, "cases": doc}
     if odd_outputs is not None:
         answer["not_read"] = odd_outputs
     _print(answer)
+    return EXIT_OK
+
+
+def _parsed(rd: RunDir, case: int, odd: str | None, case_fd: int | None) -> int:
+    """``logs --parsed --case N``: what orch parses of the case, one text per timed run (its ``{output}`` file,
+    else its stdout), read through the case directory's descriptor (None: ``odd`` says what is in its place)."""
+    if case_fd is None:
+        raise CliError(f"the outputs of case {case} are {odd or 'gone'} on the host, not a directory: not read",
+                       "no_such_case", EXIT_NO_RUN)  # fmt: skip
+    out = []
+    runs = _case_runs(case_fd)
+    for k in sorted(runs):
+        name = runs[k].get("output") or runs[k].get("stdout")
+        data = _read_output(name, case_fd) if name else None
+        if data is None:
+            raise CliError(f"the output {os.path.join(rd.outputs_dir, str(case), name or '?')} of case {case} is not "
+                           "a regular file (a symbolic link, a FIFO or a directory in its place): not read",
+                           "no_such_case", EXIT_NO_RUN)  # fmt: skip
+        out.append(data.decode("utf-8", "replace"))
+    _print({"run_id": rd.run_id, "host": rd.host, "case_index": case, "outputs": out})
     return EXIT_OK
 
 

@@ -331,11 +331,12 @@ def parse_pid(raw: bytes | str) -> int | None:
     return pid if valid_pid(pid) else None
 
 
-def open_regular(path: str) -> int:
-    """A read-only descriptor of the regular file at ``path``, opened without following a symbolic link
-    (``O_NOFOLLOW``: a link raises OSError ELOOP) and without blocking (a FIFO is refused, not waited on). Raises
-    OSError, also with EINVAL (our own) for anything but a regular file (the descriptor is closed then)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+def open_regular(path: str, dir_fd: int | None = None) -> int:
+    """A read-only descriptor of the regular file at ``path`` (relative to ``dir_fd`` when given), opened without
+    following a symbolic link (``O_NOFOLLOW``: a link raises OSError ELOOP) and without blocking (a FIFO is
+    refused, not waited on). Raises OSError, also with EINVAL (our own) for anything but a regular file (the
+    descriptor is closed then)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
     if not S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EINVAL, "not a regular file", path)

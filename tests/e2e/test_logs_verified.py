@@ -267,6 +267,27 @@ def test_a_case_directory_replaced_by_a_link_a_fifo_or_a_file_is_named_never_fol
     assert [p.split(";")[0] for p in doc["hosts"][0]["problems"]] == [
         f"case {c}: the run's outputs/ is a symbolic link on the host, not a directory: not read" for c in range(3)
     ], doc
+    one = orch.json("runs", "logs", run_id, "--case", "1", expect_rc=1)  # before: "case 1: gone from the host"
+    assert one["hosts"][0]["problems"][0].startswith(
+        "case 1: the run's outputs/ is a symbolic link on the host, not a directory: not read; stored: run 0 stdout"
+    ), one
+
+
+def test_entries_of_outputs_not_named_as_the_worker_names_cases_are_not_cases(
+    sshd_bed: SshdBed, tmp_path: Path
+) -> None:
+    """The variant tester: an entry named ``²`` in ``outputs/`` made ``agent logs`` crash (``int('²')``: a
+    traceback, no answer); ``01`` or ``١٢`` (Arabic-Indic digits) became cases 1 and 12. A case is a decimal
+    number as the worker writes it; any other entry is not one of the run's cases."""
+    orch, host, suites = _setup(sshd_bed, tmp_path)
+    run_id = _run(orch, suites, "ec")
+    out = _outputs(host, run_id)
+    for name in ("²", "01", "١٢"):
+        (out / name).mkdir()
+        (out / name / "0.stdout").write_text("v: 9\n")
+    doc = orch.json("runs", "logs", run_id)
+    assert [c["case_index"] for c in doc["hosts"][0]["cases"]] == [0, 1, 2], doc
+    assert all(f["stdout"]["check"] == "ok" for c in doc["hosts"][0]["cases"] for f in c["runs"]), doc
 
 
 def test_an_output_replaced_by_a_fifo_a_link_or_a_directory_is_named_for_what_it_is_never_read(
