@@ -55,7 +55,8 @@ this host, default the hostname): a run's files are in ``<orch home>/runs/<run_i
   when it is UTF-8, its base64 when ``encoding`` is ``"base64"``; ``not_read``, only when there is one, names what
   is in a stream's place that is not a regular file: ``"a FIFO"``, ``"a symbolic link"`` ...; a case's own
   ``not_read`` (and no runs) when its directory is not a real directory, a link to one included, and a top-level
-  ``not_read`` when ``outputs/`` itself is not); with
+  ``not_read`` when ``outputs/`` itself is not; with ``--case N`` that is exit 4, code ``outputs_not_read``); a case
+  is an entry named by a decimal number as the worker writes it (``0``, ``12``; not ``01`` or ``²``); with
   ``--parsed --case N``, ``{"run_id", "host", "case_index",
   "outputs": [text, ...]}``: what orch parses, one per timed run.
 - ``version``: ``{"agent_version", "python", "protocol"}``.
