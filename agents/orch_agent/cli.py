@@ -182,6 +182,7 @@ def cmd_start(args: argparse.Namespace) -> int:
         )
     rd = _run_dir(spec["run_id"], args)
     os.umask(0o077)  # the run's files hold the spec (env values may be secrets): 0700 directories, 0600 files
+    made = not os.path.isdir(rd.path)  # a start refused before its launch removes the directory it made
     try:
         os.makedirs(rd.path, mode=0o700, exist_ok=True)
         _refuse_foreign(rd)  # before the lock file: nothing is created in another run's directory
@@ -194,12 +195,29 @@ def cmd_start(args: argparse.Namespace) -> int:
         if os.path.exists(rd.spec_path):
             code = _start_existing(rd, spec)
         else:
-            code = _launch(rd, spec)
+            try:
+                code = _launch(rd, spec)
+            except CliError as exc:
+                if made and exc.code == "already_running":  # nothing of this run here: leave no empty directory
+                    _remove_unlaunched(rd)  # (a cancel there would write a done for a worker it cannot reach)
+                raise
     if code != EXIT_OK or not args.follow:
         return code
     args.following = True  # from here on errors are follow's: on stderr, stdout being the event stream
     return _follow(rd, 0, args.poll_s, no_worker_check=False, stopped_limit_s=args.stopped_limit_s,
                    heartbeat_s=args.heartbeat_s)  # fmt: skip
+
+
+def _remove_unlaunched(rd: RunDir) -> None:
+    """Remove the run directory a refused ``start`` made, when it holds nothing but its ``start.lock`` (best
+    effort: a file another process put there meanwhile keeps it)."""
+    try:
+        names = os.listdir(rd.path)
+        if names == ["start.lock"]:
+            os.unlink(os.path.join(rd.path, "start.lock"))
+            os.rmdir(rd.path)
+    except OSError:
+        pass
 
 
 def _start_existing(rd: RunDir, spec: dict[str, Any]) -> int:

@@ -347,7 +347,10 @@ def test_start_never_launches_a_second_worker_when_the_live_one_s_directory_move
         assert f"already has a live worker (pid {pid}) for {HOST}, working in " in out["error"], out
         assert ("moved" in out["cwd"]) if how == "moved" else out["cwd"].endswith(" (deleted)"), out
         assert pid_alive(pid)
-        assert not (rd / "pid").exists()  # nothing launched
+        assert not rd.exists()  # nothing launched, and no empty directory left at the old path
+        cancel = agent(home, "cancel", "r10")  # before: wrote a done "cancelled" there while the worker ran on
+        assert json.loads(cancel.stdout)["code"] == "no_such_run", cancel.stdout + cancel.stderr
+        assert pid_alive(pid)
     finally:
         os.kill(pid, signal.SIGKILL)
 
