@@ -22,6 +22,7 @@ from orchestrator.errors import HostError, OrchError, RemoteCommandError, exit_t
 from orchestrator.inventory import Host
 from orchestrator.protocol import Event
 from orchestrator.store.compute import short_run_id
+from orchestrator.textlines import output_lines
 from orchestrator.transport.base import Transport
 
 FETCH_TIMEOUT_S = 600.0
@@ -112,7 +113,7 @@ def write_hint(error: str) -> str:
 
 def agent_error_doc(stderr: str) -> dict[str, Any]:
     """The agent's JSON error document (last line of its stderr for ``follow``), or ``{}``."""
-    for line in reversed(stderr.strip().splitlines()):
+    for line in reversed(output_lines(stderr.strip())):
         try:
             doc = json.loads(line)
         except ValueError:

@@ -37,6 +37,7 @@ from orchestrator.errors import ConfigError, DeployError, UsageError
 from orchestrator.inventory import Host
 from orchestrator.remote import source
 from orchestrator.remote.deploy_helper import Refused, check_members
+from orchestrator.textlines import output_lines
 from orchestrator.transport.base import Transport
 
 DEFAULT_KEEP_BUILDS = 3
@@ -276,7 +277,7 @@ def _tree(out: HostDeploy, state: dict[str, Any]) -> None:
 
 def _refusal(stdout: str) -> tuple[str, str] | None:
     """The helper's ``{"error", "hint"}`` answer, when it gave one with a hint."""
-    lines = stdout.strip().splitlines()
+    lines = output_lines(stdout.strip())
     try:
         doc = json.loads(lines[-1]) if lines else None
     except ValueError:

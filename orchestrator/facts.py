@@ -11,6 +11,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from orchestrator.textlines import output_lines
+
 #: The nvidia-smi query orch uses (sysinfo.py runs it with ``--format=csv``, header included).
 NVIDIA_SMI_FIELDS = (
     "name",
@@ -166,7 +168,7 @@ def parse_nvidia_smi(
     gpus: list[GpuInfo] = []
     other: list[str] = []
     rows: list[dict[str, str | None]] = []
-    for raw in str(text).splitlines():
+    for raw in output_lines(str(text)):
         line = raw.strip()
         if not line:
             continue
@@ -258,7 +260,7 @@ def read_nvidia_smi(facts: Any) -> SmiReading:
     # sysinfo says which query ran ("fleet" or "base"): both start with NVIDIA_SMI_FIELDS
     expect = NVIDIA_SMI_FIELDS if smi.get("query") in ("fleet", "base") else None
     table = parse_nvidia_smi(str(smi.get("stdout") or ""), expect=expect)
-    stderr = [ln.strip() for ln in str(smi.get("stderr") or "").splitlines() if ln.strip()]
+    stderr = [ln.strip() for ln in output_lines(str(smi.get("stderr") or "")) if ln.strip()]
     warnings = table.other_lines + stderr
     error = None
     if rc != 0:

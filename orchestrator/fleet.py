@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.facts import read_nvidia_smi
+from orchestrator.textlines import output_lines
 
 UNKNOWN = "unknown"
 
@@ -125,7 +126,7 @@ def _nvlink(raw: Any) -> str:
     if not isinstance(raw, dict) or raw.get("rc") != 0:
         return UNKNOWN
     per_gpu: list[int] = []
-    for line in str(raw.get("stdout") or "").splitlines():
+    for line in output_lines(str(raw.get("stdout") or "")):
         if line.startswith("GPU "):
             per_gpu.append(0)
         elif re.match(r"^\s+Link \d+:", line) and per_gpu and "inactive" not in line.lower():
@@ -141,7 +142,7 @@ def _nvlink(raw: Any) -> str:
 def _remapped(raw: Any) -> str:
     if not isinstance(raw, dict) or raw.get("rc") != 0:
         return UNKNOWN
-    lines = [ln for ln in str(raw.get("stdout") or "").splitlines() if ln.strip()]
+    lines = [ln for ln in output_lines(str(raw.get("stdout") or "")) if ln.strip()]
     if len(lines) < 2:
         return UNKNOWN
     header = [h.strip() for h in lines[0].split(",")]

@@ -21,6 +21,7 @@ from orchestrator.errors import OrchError, UsageError
 from orchestrator.fanout import fanout
 from orchestrator.inventory import Host, Inventory
 from orchestrator.store.outputs_repo import StoredFile, StoredOutputs
+from orchestrator.textlines import output_lines
 from orchestrator.transport import open_transport
 from orchestrator.wording import counted
 
@@ -59,7 +60,7 @@ class HostLogs:
 
 
 def _agent_answer(stdout: str) -> dict[str, Any] | None:
-    lines = stdout.strip().splitlines()
+    lines = output_lines(stdout.strip())
     try:
         doc = json.loads(lines[-1]) if lines else None
     except ValueError:

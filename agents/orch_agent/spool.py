@@ -170,16 +170,16 @@ def line_type(raw: bytes) -> str | None:
 
 
 def read_lines(path: str) -> list[bytes]:
-    """Complete lines (with their newline) of the spool; a trailing partial line is left out."""
+    """Complete lines (with their newline) of the spool; a trailing partial line is left out. A line ends at
+    ``\\n`` only, as orch counts the spool's lines (its seq is its position): ``bytes.splitlines`` also broke at a
+    lone ``\\r``, which JSON allows between tokens, so the agent's count of a spool could differ from orch's."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         return []
-    lines = data.splitlines(keepends=True)
-    if lines and not lines[-1].endswith(b"\n"):
-        lines.pop()
-    return lines
+    end = data.rfind(b"\n")  # what follows the last newline is a partial line (or nothing)
+    return [part + b"\n" for part in data[:end].split(b"\n")] if end >= 0 else []
 
 
 def find_done(lines: list[bytes]) -> dict[str, Any] | None:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float, exact_json
+from orchestrator.textlines import output_lines
 
 Record = Mapping[str, Any]
 
@@ -134,7 +135,7 @@ def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
     """Every line of ``text`` that is a JSON object (log lines in between are skipped); with ``numbered`` each
     carries its 1-based line number under :data:`LINE_KEY` (``ParserDef.parse`` removes it)."""
     out: list[dict[str, Any]] = []
-    for no, line in enumerate(text.splitlines(), 1):
+    for no, line in enumerate(output_lines(text), 1):
         line = line.strip()
         if not line.startswith("{"):
             continue

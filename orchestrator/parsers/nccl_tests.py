@@ -43,6 +43,7 @@ from typing import Any, Literal
 
 from orchestrator.parsers.base import InvalidMeasurement, ParseError, ParserDef, Record
 from orchestrator.protocol import Unholdable, checked_float
+from orchestrator.textlines import output_lines
 
 Placement = Literal["out-of-place", "in-place"]
 PLACEMENTS: tuple[Placement, Placement] = ("out-of-place", "in-place")
@@ -239,7 +240,7 @@ def parse_text(text: str) -> NcclReport:
     hdr: _Header | None = None
     banner: str | None = None
     tables = 0
-    for no, raw in enumerate(text.splitlines(), 1):
+    for no, raw in enumerate(output_lines(text), 1):
         line = raw.rstrip()
         if line.startswith("#"):
             if m := _NTHREAD_RE.match(line):

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from orchestrator.slurm.config import SlurmGroup
+from orchestrator.textlines import output_lines
 
 PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD"})
 ACTIVE = frozenset({"CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "STOPPED", "SIGNALING", "STAGE_OUT",
@@ -117,7 +118,7 @@ def _load(text: str, command: str) -> dict[str, Any]:
 
 def parse_sbatch(stdout: str) -> str:
     """The job id from ``sbatch --parsable`` (``JOBID`` or ``JOBID;CLUSTER``). Raises SlurmParseError."""
-    line = stdout.strip().splitlines()[-1] if stdout.strip() else ""
+    line = output_lines(stdout.strip())[-1] if stdout.strip() else ""
     job = line.split(";", 1)[0].strip()
     if not job.isdigit():
         raise SlurmParseError(f"sbatch --parsable printed {stdout.strip()[:200]!r}, not a job id")
@@ -316,7 +317,7 @@ _HOST_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 def parse_hostnames(stdout: str) -> list[str]:
     """``scontrol show hostnames`` output: one node name per line. Raises SlurmParseError on a name that cannot
     be a host (and a run directory) name."""
-    names = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    names = [ln.strip() for ln in output_lines(stdout) if ln.strip()]
     for name in names:
         if not _HOST_RE.match(name):
             raise SlurmParseError(f"scontrol show hostnames printed {name!r}, not a node name")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from orchestrator.errors import exit_text
+from orchestrator.textlines import output_lines
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line
 
 DEFAULT_COMMAND_TIMEOUT_S = 60.0
@@ -38,7 +39,7 @@ class CommandResult:
         Raises ValueError whose text says why there is none: the object's ``error``, else the last stderr line,
         else the exit status — when the command failed, printed no object, or answered with an ``error``.
         """
-        lines = self.stdout.strip().splitlines()
+        lines = output_lines(self.stdout.strip())
         try:
             doc = json.loads(lines[-1]) if lines else None
         except ValueError:

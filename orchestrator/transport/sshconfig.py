@@ -45,6 +45,7 @@ from orchestrator import hostkeys
 from orchestrator.errors import ConfigError, ToolMissingError
 from orchestrator.inventory import Host
 from orchestrator.netaddr import host_port
+from orchestrator.textlines import output_lines
 from orchestrator.transport import children
 
 SSH_CLIENT_HINT = (
@@ -205,7 +206,7 @@ class SshSettings:
 def parse_ssh_g(text: str) -> dict[str, tuple[str, ...]]:
     """``ssh -G`` output (``keyword value...`` per line, a keyword repeated for list options) -> mapping."""
     out: dict[str, list[str]] = {}
-    for line in text.splitlines():
+    for line in output_lines(text):
         key, _, value = line.strip().partition(" ")
         if key:
             out.setdefault(key.lower(), []).append(value.strip())
@@ -390,7 +391,7 @@ def _find_match_line(files: Sequence[str], criteria: str) -> tuple[str, int] | N
     want = " ".join(criteria.split()).lower()
     for f in files:
         try:
-            lines = Path(f).read_text(errors="replace").splitlines()
+            lines = output_lines(Path(f).read_text(errors="replace"))
         except OSError:
             continue
         for n, text in enumerate(lines, start=1):
@@ -536,7 +537,7 @@ def origins(settings: SshSettings) -> dict[str, str]:
     blocks: list[tuple[str, int, list[tuple[int, str]]]] = []
     for file, line, _what in settings.applied:
         try:
-            lines = Path(file).read_text(errors="replace").splitlines()
+            lines = output_lines(Path(file).read_text(errors="replace"))
         except OSError:
             continue
         body: list[tuple[int, str]] = []

@@ -39,6 +39,13 @@ SAMPLES = {
     "sglang-1": (FIX / "engines" / "sglang_serving_appended.jsonl").read_text(),
     "vllm-1": (FIX / "engines" / "vllm_serve_failed_negative.json").read_text(),
     "vllm-2": (FIX / "engines" / "vllm_serve.json").read_text(),
+    # the tool's last JSON line holds a character str.splitlines() breaks at (JSON allows them unescaped): it was
+    # cut into pieces that are not JSON and the line before it was read, t = 1.0 stored without a word
+    **{f"jsonl-{i}": '{"t": 1.0}\n{"t": 2.0, "note": "a' + ch + 'b"}\n' for i, ch in enumerate("\u2028\u2029\x85", 1)},
+    # the same past 64 KiB of log lines before it: an output orch reads from the host's file, not the excerpt
+    "jsonl-4": "[tool] warming up\n" * 4000 + '{"t": 1.0}\n{"t": 2.0, "note": "a\u2028b"}\n',
+    # a progress line overwritten by \r before the result (what a terminal shows): still read
+    "jsonl-5": '{"t": 1.0}\nstep 1/2\rstep 2/2\r{"t": 2.0}\n',
 }
 
 
@@ -59,6 +66,8 @@ SUITES = {
     "n-nccl": _suite("n-nccl", "nccl", "nccl-tests", [1, 2, 3, 4, 5]),
     "n-sglang": _suite("n-sglang", "sglang", "sglang-serving", [1]),
     "n-vllm": _suite("n-vllm", "vllm", "vllm-serve", [1, 2]),
+    "n-jsonl": _suite("n-jsonl", "jsonl", "jsonl", [1, 2, 3, 4, 5]).replace("{output}", "-")
+    + "metrics: {t: {unit: ms}}\n",
 }
 
 
@@ -101,3 +110,13 @@ def test_misread_numbers_over_ssh(deployed: tuple[Orch, Path]) -> None:
     doc, rows = _run(orch, suites, "n-vllm")
     assert rows[1].status == "error" and "'failed' is -3, not a request count" in (rows[1].error or "")
     assert rows[2].status == "ok" and rows[2].metrics["failed_requests"]["value"] == 0
+
+
+def test_a_json_line_holding_a_unicode_line_separator_is_one_line(deployed: tuple[Orch, Path]) -> None:
+    """U+2028, U+2029 and U+0085 inside the tool's last JSON line (issue 10: a figure the tool never gave as its
+    result was stored, t = 1.0 from the line before, run completed, exit 0)."""
+    orch, suites = deployed
+    doc, rows = _run(orch, suites, "n-jsonl")
+    assert doc["status"] == "completed", doc
+    assert {i: rows[i].metrics["t"]["value"] for i in range(1, 6)} == dict.fromkeys(range(1, 6), 2.0)
+    assert all("2 jsonl result records" in " ".join((rows[i].info or {}).get("warnings", [])) for i in range(1, 6))
