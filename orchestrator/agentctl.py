@@ -213,7 +213,11 @@ def spool_gone_error(host: Host, path: str) -> HostError:
 
 async def with_full_outputs(t: Transport, agent: list[str], host: Host, run_id: str, ev: Event) -> Event:
     """``ev`` with ``info.outputs`` (the whole parsed text, one per timed run) fetched from the host when the
-    agent left it there; other events unchanged. Raises RemoteCommandError / ConnectError from the transport."""
+    agent left it there; other events unchanged. Each fetched file must be the one the result line describes
+    (``info.files``: its size and sha256 when the agent measured): a file changed on the host since (appended to,
+    rewritten) is not what was measured, so nothing is parsed and ``info.outputs_unverified`` says which file
+    differs and how (the ingest stores the case as an error naming it). Raises RemoteCommandError /
+    ConnectError from the transport."""
     info = ev.data.get("info")
     if ev.type != "result" or not isinstance(info, dict) or info.get("outputs_complete") is not False:
         return ev
@@ -229,5 +233,26 @@ async def with_full_outputs(t: Transport, agent: list[str], host: Host, run_id: 
     if not isinstance(outputs, list) or not all(isinstance(o, str) for o in outputs):
         raise RemoteCommandError(host.name, argv[1:3], res.exit_status, "agent logs answered without outputs")
     data = dict(ev.data)
-    data["info"] = {**info, "outputs": outputs}
+    differs = fetched_outputs_differ(info, doc.get("files"), ev.case_index)
+    data["info"] = {**info, "outputs_unverified": differs} if differs else {**info, "outputs": outputs}
     return Event(seq=ev.seq, type=ev.type, ts=ev.ts, v=ev.v, data=data)
+
+
+def fetched_outputs_differ(info: dict[str, Any], fetched: Any, case_index: int) -> str | None:
+    """How the files ``agent logs --parsed`` read (``fetched``: ``[{"run", "bytes", "sha256"}]``, one per timed
+    run) differ from the ones a result line's ``info`` describes (``files[k][parsed]``); None when they are the
+    same files, byte for byte."""
+    parsed = info.get("parsed") if info.get("parsed") in ("stdout", "output") else "stdout"
+    files = info.get("files")
+    want = [f.get(parsed) if isinstance(f, dict) else None for f in files] if isinstance(files, list) else []
+    if not isinstance(fetched, list) or len(fetched) != len(want):
+        have = len(fetched) if isinstance(fetched, list) else "no"
+        return (f"case {case_index}: the host holds {have} {parsed} file(s) of its timed runs, its result line "
+                f"describes {len(want)}: the outputs changed on the host after the result was written; not parsed")
+    for k, (w, f) in enumerate(zip(want, fetched, strict=True)):
+        w, f = w if isinstance(w, dict) else {}, f if isinstance(f, dict) else {}
+        if (f.get("bytes"), f.get("sha256")) != (w.get("bytes"), w.get("sha256")):
+            return (f"case {case_index} run {k} {parsed}: the file on the host is {f.get('bytes')} bytes, sha256 "
+                    f"{f.get('sha256')}; the result line says {w.get('bytes')} bytes, sha256 {w.get('sha256')}: it "
+                    "changed on the host after the result was written, so it is not what was measured; not parsed")
+    return None

@@ -763,11 +763,16 @@ def _logs(rd: RunDir, args: argparse.Namespace, out_fd: int | None, odd_outputs:
 
 def _parsed(rd: RunDir, case: int, odd: str | None, case_fd: int | None) -> int:
     """``logs --parsed --case N``: what orch parses of the case, one text per timed run (its ``{output}`` file,
-    else its stdout), read through the case directory's descriptor (None: ``odd`` says what is in its place)."""
+    else its stdout), read through the case directory's descriptor (None: ``odd`` says what is in its place);
+    ``files``: each text's file as read, ``{"run", "bytes", "sha256"}``, which orch compares with the result
+    line's ``info.files`` before it parses a text (a file changed on the host after the result was written is
+    not what the agent measured)."""
+    import hashlib
+
     if case_fd is None:
         raise CliError(f"the outputs of case {case} are {odd or 'gone'} on the host, not a directory: not read",
                        "no_such_case", EXIT_NO_RUN)  # fmt: skip
-    out = []
+    out, files = [], []
     runs = _case_runs(case_fd)
     for k in sorted(runs):
         name = runs[k].get("output") or runs[k].get("stdout")
@@ -777,7 +782,8 @@ def _parsed(rd: RunDir, case: int, odd: str | None, case_fd: int | None) -> int:
                            "a regular file (a symbolic link, a FIFO or a directory in its place): not read",
                            "no_such_case", EXIT_NO_RUN)  # fmt: skip
         out.append(data.decode("utf-8", "replace"))
-    _print({"run_id": rd.run_id, "host": rd.host, "case_index": case, "outputs": out})
+        files.append({"run": k, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()})
+    _print({"run_id": rd.run_id, "host": rd.host, "case_index": case, "outputs": out, "files": files})
     return EXIT_OK
 
 

@@ -448,10 +448,13 @@ def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutc
     raw_info = data.get("info")
     info: dict[str, Any] = dict(raw_info) if isinstance(raw_info, dict) else {}
     outputs = info.pop("outputs", None)
+    unverified = info.pop("outputs_unverified", None)
     if outputs is None and info.get("outputs_complete") is False:
-        # The outputs stayed on the host (the runner fetches them before parsing): never parse an excerpt.
-        err = {"message": "the full outputs stayed on the host and were not fetched; parse them with orch runs logs",
-               "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
+        # The outputs stayed on the host (the runner fetches them before parsing): never parse an excerpt, nor a
+        # fetched file that is not the one the result line describes (``agentctl.fetched_outputs_differ``).
+        message = str(unverified) if unverified else \
+            "the full outputs stayed on the host and were not fetched; parse them with orch runs logs"
+        err = {"message": message, "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
         return _judged_error(ev, err)
     info.pop("outputs_complete", None)
     main = info.pop("output", None)

@@ -12,7 +12,7 @@ import pytest
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch
 from tests.e2e.killed_run import killed_after_first_result
-from tests.plugins.timing import scaled
+from tests.plugins.timing import scaled, wait_for
 
 pytestmark = [pytest.mark.sshd]
 
@@ -113,4 +113,58 @@ def test_resume_collects_an_unfinished_run_once(two_hosts_any_db: tuple[Orch, li
     said = " ".join(res.stderr.split())
     assert f"error: {events}:1: the hello names suite 'slow-steps', unknown to orch here" in said
     assert "--suite-dir DIR (or ORCH_SUITE_DIR)" in said and "Traceback" not in res.stderr
+    store.close()
+
+
+# case 1 waits for orch to be gone (the test's flag file), then prints past what a result line carries (its output
+# stays on the host, fetched to be parsed); case 2 then appends a figure to case 1's file on the host
+CHANGED_SUITE = """\
+name: changed-output
+description: case 2 changes case 1's kept output on the host before orch fetches it
+command: ["/bin/sh", "-c", "{script}", "sh", "{{k}}"]
+params:
+  k: {{type: list, default: [0, 1, 2], help: "case"}}
+parser: {{name: regex, pattern: 't: (?P<t>[0-9.]+)'}}
+metrics:
+  t: {{unit: ms}}
+"""
+CHANGED_SCRIPT = (
+    'if [ $1 = 0 ]; then echo \\"t: 0.5\\"; '
+    'elif [ $1 = 1 ]; then while [ ! -e {flag} ]; do sleep 0.1; done; yes log | head -c 70000; echo \\"t: 1.5\\"; '
+    'else for f in {home}/.orch/runs/*/gpu-a/outputs/1/*.stdout; do echo \\"t: 999\\" >> $f; done; '
+    'echo \\"t: 2.5\\"; fi'
+)
+
+
+def test_an_output_changed_on_the_host_after_its_result_is_never_parsed(
+    two_hosts_any_db: tuple[Orch, list[Any]], tmp_path: Path
+) -> None:
+    """Issue 10, a tester's case: the result line of case 1 describes its stdout (70 KB, sha256); orch dies
+    before it fetches that file; case 2 appends ``t: 999`` to it; ``orch run --resume`` fetched the changed file
+    and stored t = 999 for case 1, run completed, exit 0. Now the fetched file is checked against the result
+    line's size and sha256: case 1 is an error naming both, never a figure, and the run is not completed."""
+    orch, hosts = two_hosts_any_db
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    flag = tmp_path / "orch-is-gone"
+    script = CHANGED_SCRIPT.format(home=hosts[0].home, flag=flag)
+    (suites / "changed.yaml").write_text(CHANGED_SUITE.format(script=script))
+    store = Store.from_url(orch.db_url)
+    run_id = killed_after_first_result(orch, store, "changed-output", "--hosts", "gpu-a", "--suite-dir",
+                                       str(suites), "--timeout", str(scaled(30)))  # fmt: skip
+    flag.touch()
+    spool = next((hosts[0].home / ".orch" / "runs" / run_id).rglob("events.jsonl"))
+    wait_for(lambda: '"type": "done"' in spool.read_text().replace('"type":"done"', '"type": "done"'),
+             timeout_s=scaled(120), what="the agent's done line")  # fmt: skip
+    res = orch("run", "--resume", run_id, "--suite-dir", str(suites), "--timeout", str(scaled(30)),
+               timeout=scaled(240))  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    rows = {r.case["k"]: r for r in store.results(run_id, limit=100).items}
+    assert {k: r.status for k, r in rows.items()} == {0: "ok", 1: "error", 2: "ok"}, rows
+    assert rows[0].metrics["t"]["value"] == 0.5 and rows[2].metrics["t"]["value"] == 2.5
+    assert "t" not in rows[1].metrics
+    err = rows[1].error or ""
+    assert "case 1 run 0 stdout: the file on the host is 70014 bytes, sha256 " in err, err
+    assert "; the result line says 70007 bytes, sha256 " in err and "changed on the host after the result" in err
+    assert store.get_run(run_id).status != "completed"
     store.close()
