@@ -252,6 +252,10 @@ def exact_json(text: str) -> Any:
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+# what the store keeps in place of U+0000 (store/storable.py NUL_STAND_IN: U+2400 SYMBOL FOR NULL)
+NUL_STORED_AS = "\u2400"
+
+
 def unholdable_problem(value: Any, where: str = "") -> str | None:
     """The first place in ``value`` (a JSON value as :func:`exact_json` reads it) that no store can hold as
     written, as a sentence naming the field by its path (``metrics.wall_ms.value``, ``case.M``,
@@ -261,7 +265,9 @@ def unholdable_problem(value: Any, where: str = "") -> str | None:
       raises (OverflowError) or makes it inf; or a non-zero number below the smallest double (``1e-400``), which
       a double holds only as 0;
     - a string or key holding a lone UTF-16 surrogate (``"\\ud800"`` in the JSON text: valid JSON, but not a
-      Unicode scalar value, so no UTF-8 encoder writes it, RFC 8259 §8.2) — storing it would mean replacing it.
+      Unicode scalar value, so no UTF-8 encoder writes it, RFC 8259 §8.2) — storing it would mean replacing it;
+    - two keys of one object that are one key once each NUL is stored as U+2400 (``store/storable.py``: PostgreSQL
+      holds no NUL), ``"t\\u0000"`` next to ``"t\u2400"``: one of the two values would be dropped.
 
     Walks the whole value; the ingest path calls it only for lines read by :func:`exact_json` (``Event.plain``
     false): orjson refuses the first kind and surrogates, and :func:`parse_line` reads a line again exactly when
@@ -277,9 +283,17 @@ def unholdable_problem(value: Any, where: str = "") -> str | None:
         return (f"{where or 'a number'} is {value.text}{digits}, past the range of a double (±1.8e308), which no "
                 "store can hold")  # fmt: skip
     if isinstance(value, dict):
+        stored_as: dict[str, str] = {}  # a key holding NUL -> the key it is stored as
         for k, v in value.items():
             if isinstance(k, str) and _SURROGATE.search(k):
                 return f"a key of {where or 'the line'} ({k[:40]!r}) holds a lone surrogate, which is not text"
+            if isinstance(k, str) and "\x00" in k:
+                same = k.replace("\x00", NUL_STORED_AS)
+                other = same if same in value else stored_as.get(same)
+                if other is not None:
+                    return (f"the keys {k[:40]!r} and {other[:40]!r} of {where or 'the line'} would both be stored as "
+                            f"{same[:40]!r} (a NUL is stored as U+2400): one of their values would be lost")
+                stored_as[same] = k
             problem = unholdable_problem(v, f"{where}.{k}" if where else str(k))
             if problem is not None:
                 return problem
@@ -377,8 +391,10 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
             plain = not (b"\\" in packed and b"\\u0000" in packed)
     if not isinstance(doc, dict):
         return error_event(pos, f"malformed agent line {pos} (not an object)", kind="protocol")
-    # written exactly as orjson writes what was read (compact ASCII, the agent's spool.py): no key was dropped
-    twice = [] if len(packed) == len(text) and text.isascii() else _keys_written_twice(text, doc)
+    # written exactly as orjson writes what was read (compact ASCII, the agent's spool.py): no key was dropped. The
+    # same length is not enough: a repeat made up by numbers written shorter (1E5 for 100000.0) has it too
+    same = len(packed) == len(text) and text.isascii() and packed == text.encode("ascii")
+    twice = [] if same else _keys_written_twice(text, doc)
     if twice:  # the row names the line's type and case where the line writes those once (as for a seq mismatch)
         typ = doc.get("type")
         named: dict[str, Any] = {"line_type": typ} if isinstance(typ, str) and "type" not in twice else {}
@@ -419,6 +435,10 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
     return Event(seq=pos, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc, plain=plain)
 
 
+_KEY_END = re.compile(r'"[ \t\n\r]*:')  # a key's closing quote and its colon, JSON whitespace between (RFC 8259 §2)
+_ESCAPED_KEY_END = re.compile(r'\\"[ \t\n\r]*:')  # the same inside a string (an escaped quote): no key
+
+
 def _keys_written_twice(text: str, doc: dict[str, Any]) -> list[str]:
     """The keys that one object of the JSON text ``text`` (read as ``doc``) writes more than once, at any depth,
     each named by its path (``metrics``, ``metrics.t.value``, ``rows[1].b``; an object's own repeats before those
@@ -427,19 +447,22 @@ def _keys_written_twice(text: str, doc: dict[str, Any]) -> list[str]:
     unpredictable), so a repeat anywhere in a line makes what it says ambiguous: a metric's ``value`` written
     twice is two figures, one of them dropped without a trace.
 
-    On the ingest hot path, so screens first. ``parse_line`` calls this only when the line is not exactly as
-    long as orjson's compact writing of what was read (a line the agent wrote in ASCII is; a dropped repeat makes
-    the re-written text shorter, and only a crafted line could make it up with floats written shorter than orjson
-    writes them, ``1e5`` for ``100000.0``). Then: every key is written as ``"name":`` (the agent writes compact
-    JSON; ``": "`` matches too), so a text with no more ``":`` than ``doc`` holds keys (nested ones included) has
-    no key twice. One scan of the line (~3 ms for a 2 MB line, ~0.1 us for 200 B; bench/ingest.py). When there
-    are more, ``\\":`` (a quote escaped inside a string: a tool's JSON output in an excerpt) is discounted, and
-    only a line that still has more is read again keeping every pair (numbers kept as their text: no digit limit,
-    nothing rounded). Not detected: a writer that puts a space before the colon (``"v" :``) or a key ending in a
-    backslash next to a repeat; the agent writes neither."""
-    written = text.count('":')
+    On the ingest hot path, so screens first. ``parse_line`` calls this only when the line is not byte for byte
+    orjson's compact writing of what was read (a line the agent wrote in ASCII is; a dropped repeat makes the
+    re-written text differ). Then: every key is written as ``"name"`` then ``:`` (the agent writes compact JSON;
+    ``": "`` matches too; whitespace between the quote and the colon, ``"v" :``, is counted by a regex, run only
+    when a quote followed by whitespace is in the text), so a text with no more of those than ``doc`` holds keys
+    (nested ones included) has no key twice. One scan of the line (~3 ms for a 2 MB line, ~0.1 us for 200 B;
+    bench/ingest.py). When there are more, ``\\":`` (a quote escaped inside a string: a tool's JSON output in an
+    excerpt) is discounted, and only a line that still has more is read again keeping every pair (numbers kept as
+    their text: no digit limit, nothing rounded). Not detected: a key ending in a backslash next to a repeat; the
+    agent writes none."""
+    if '" ' in text or '"\t' in text or '"\n' in text or '"\r' in text:
+        written, escaped = len(_KEY_END.findall(text)), len(_ESCAPED_KEY_END.findall(text))
+    else:
+        written, escaped = text.count('":'), text.count('\\":')
     keys = _count_keys(doc)
-    if written <= keys or written - text.count('\\":') <= keys:
+    if written <= keys or written - escaped <= keys:
         return []
     try:
         tree = json.loads(text, object_pairs_hook=_Pairs, parse_int=str, parse_float=str, parse_constant=str)

@@ -28,9 +28,9 @@ from typing import Any
 
 import orjson
 
-from orchestrator.protocol import Event
+from orchestrator.protocol import NUL_STORED_AS, Event
 
-NUL_STAND_IN = "\u2400"  # SYMBOL FOR NULL
+NUL_STAND_IN = NUL_STORED_AS  # U+2400 SYMBOL FOR NULL
 SURROGATE_STAND_IN = "\ufffd"  # REPLACEMENT CHARACTER
 INT64_MIN, UINT64_MAX = -(2**63), 2**64 - 1  # the integers orjson writes (its int range)
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")

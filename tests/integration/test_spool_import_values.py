@@ -40,8 +40,12 @@ def _with_value(value_text: str, *, field: str = "value") -> bytes:
         (_with_value("1e-400"), "metrics.wall_ms.value is 1e-400, not zero but below the smallest double"),
         (_with_value("-0." + "0" * 350 + "25", field="median"),
          "metrics.wall_ms.median is -0.00000000000000000...0000000025 (353 digits), not zero but below"),
+        # two metrics that are one once a NUL is stored as U+2400 (a tester's: one of them dropped, completed)
+        (_result(4, 1).replace(b'"metrics": {', b'"metrics": {"t\\u0000": {"value": 1.0, "unit": "ms"}, '
+                               b'"t\xe2\x90\x80": {"value": 2.0, "unit": "ms"}, '),
+         "the keys 't\\x00' and 't\u2400' of metrics would both be stored as 't\u2400'"),
     ],
-    ids=["401-digits", "minus-401-digits", "1e400", "5000-digits", "surrogate", "1e-400", "350-zeros"],
+    ids=["401-digits", "minus-401-digits", "1e400", "5000-digits", "surrogate", "1e-400", "350-zeros", "nul-key"],
 )
 def test_an_unholdable_line_is_one_error_row_through_the_cli(
     tmp_path: Path, db_url: str, suite_dir: Path, line4: bytes, says: str
@@ -77,8 +81,10 @@ def test_an_unholdable_line_is_one_error_row_through_the_cli(
         (_result(4, 1).replace(b'"case": {', b'"case": {"t": 20, '), "case.t"),
         (_result(4, 1).replace(b'"metrics": {', b'"metrics": {"wall_ms": {"value": 1.0, "unit": "ms"}, '),
          "metrics.wall_ms"),
+        (_with_value("2.0, \"value\" : 2000.0").replace(b'"value": 2.0', b'"value" : 2.0'),
+         "metrics.wall_ms.value"),  # whitespace before the colons (a tester's: stored 2000.0, completed)
     ],
-    ids=["value", "case-param", "metric"],
+    ids=["value", "case-param", "metric", "space-before-colon"],
 )
 def test_a_key_written_twice_below_the_top_level_is_one_error_row_through_the_cli(
     tmp_path: Path, db_url: str, suite_dir: Path, line4: bytes, key: str

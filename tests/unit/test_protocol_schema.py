@@ -253,6 +253,15 @@ def test_a_ts_that_is_not_finite_is_a_protocol_error(written: str, shown: str) -
          "the key 'info.rows[1].b'"),  # in an object inside an array
         ('{"v":1,"seq":2,"type":"result","seq":2,"case":{"M":1},"metrics":{"t":{"n":3,"n":4}}}',
          "the keys 'seq', 'metrics.t.n'"),  # a line's own repeats first
+        # whitespace between a key and its colon (a tester's: stored 2.0, completed)
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1},"metrics":{"t":{"value" :1.0,"unit":"ms","value" :2.0}}}',
+         "the key 'metrics.t.value'"),
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1},"metrics":{"t":{"value"\t:1.0,"unit":"ms","value"\n \r:2}}}',
+         "the key 'metrics.t.value'"),
+        # a repeat whose dropped text is made up by numbers written shorter than orjson writes them (1E1 for 10.0):
+        # the line is exactly as long as orjson's compact writing of it (a tester's: stored 2.0, completed)
+        ('{"v":1,"seq":2,"type":"result","case":{"M":1},"metrics":{"t":{"value":1.0,"unit":"ms","value":2.0}},'
+         '"info":{"a":[' + ",".join(["1E1"] * 12) + "]}}", "the key 'metrics.t.value'"),
     ],
 )  # fmt: skip
 def test_a_key_written_twice_in_one_object_is_a_protocol_error(raw: str, keys: str) -> None:
@@ -418,3 +427,28 @@ def test_parse_metric_takes_integers_a_double_holds_and_refuses_the_next_ones(ke
         )
         with pytest.raises(ValueError, match=rf"^metric 'b': samples\[\] {past} is an integer past 2\*\*53"):
             parse_metric("b", {"value": 1.0, "unit": "B", "samples": [1.0, past]})
+
+
+def test_a_quote_and_whitespace_before_a_colon_inside_text_is_no_key() -> None:
+    raw = '{"v": 1, "seq": 0, "type": "log", "message": "it said \\"x\\" : 1, \\"y\\"\\t: 2"}'
+    ev = parse_line(raw, expected_seq=0)
+    assert ev.type == "log" and ev.data["message"] == 'it said "x" : 1, "y"\t: 2'
+
+
+@pytest.mark.parametrize(
+    ("metrics", "said"),
+    [
+        ('{"t\\u0000": {"value": 1.0}, "t\u2400": {"value": 2.0}}', "'t\\x00' and 't\u2400'"),
+        ('{"t\u2400": {"value": 2.0}, "t\\u0000": {"value": 1.0}}', "'t\\x00' and 't\u2400'"),
+        ('{"a\\u0000\u2400": 1, "a\u2400\\u0000": 2}', "'a\u2400\\x00' and 'a\\x00\u2400'"),
+    ],
+)
+def test_two_keys_one_once_nul_is_stored_as_u2400_are_unholdable(metrics: str, said: str) -> None:
+    """A tester's: ``t\\u0000`` next to ``t\u2400`` were both stored under ``t\u2400`` (PostgreSQL holds no NUL),
+    one metric dropped silently, run completed."""
+    from orchestrator.protocol import unholdable_problem
+
+    ev = parse_line(f'{{"v": 1, "seq": 3, "type": "result", "case": {{"M": 1}}, "metrics": {metrics}}}', expected_seq=3)
+    problem = unholdable_problem(ev.data)
+    assert problem is not None and f"the keys {said} of metrics would both be stored as " in problem, problem
+    assert unholdable_problem({"metrics": {"t\x00": 1, "u\u2400": 2}}) is None
