@@ -374,8 +374,13 @@ def host_verdict(
         hint = TERMINATED_HINT if done.get("stopped_by") == "sigterm" else None
         return HostVerdict("failed", "; ".join([reason, *problems]), hint)
     if problems:
-        why = ("the spool holds lines the agent did not write" if _only_more_stored(done, done_seq, results, errors,
-               judged) else "the store does not hold what the agent wrote")  # fmt: skip
+        if not _only_more_stored(done, done_seq, results, errors, judged):
+            why = "the store does not hold what the agent wrote"
+        elif _count(done.get("lines")) == done_seq:  # every line is the agent's: one it wrote was refused
+            why = ("a line counted as neither result nor error on the host could not be taken as written (past the "
+                   "line cap, not valid, or not the agent's) and is stored as an error row")  # fmt: skip
+        else:
+            why = "the spool holds lines the agent did not write"
         # the error row that often explains the difference (a line refused, a line past the cap) is named too
         cause = f"; the first error row: {first_error[:300]}" if first_error else ""
         return HostVerdict("failed", "; ".join(problems) + f" ({why}){cause}")

@@ -167,7 +167,8 @@ def test_an_unknown_type_in_a_spool_whose_counts_were_edited_to_match_still_fail
     events = _events(lines)
     assert [seq for seq, _ in _errors(events)] == [7]
     assert _verdict(events) == HostVerdict(
-        "failed", "0 errors on the host, 1 stored (the spool holds lines the agent did not write)"
+        "failed", "0 errors on the host, 1 stored (a line counted as neither result nor error on the host could "
+        "not be taken as written (past the line cap, not valid, or not the agent's) and is stored as an error row)"
     )
 
 

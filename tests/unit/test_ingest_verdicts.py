@@ -184,3 +184,16 @@ def test_counts_that_disagree_name_the_first_error_row_as_their_likely_cause() -
     assert host_verdict(done, results=2, errors=1).error == ("3 results on the host, 2 stored; 0 errors on the "
                                                              "host, 1 stored (the store does not hold what the "
                                                              "agent wrote)")  # fmt: skip
+
+
+def test_an_error_row_for_a_line_the_agent_counted_as_another_kind_is_not_called_foreign() -> None:
+    """A tester's: a log line past the 64 MiB cap is one error row; the agent counted it as a line (not an error),
+    so the counts differ by that row. Every line is the agent's (the line counts agree): the verdict said "the
+    spool holds lines the agent did not write", which sent the reader looking for a tampered spool."""
+    done = done_record(Event(seq=9, type="done", data={"counts": {"lines": 9, "results": 4, "errors": 0}}))
+    said = host_verdict(done, results=4, errors=1, first_error="agent line 5 is 67,108,865 bytes, past the cap").error
+    assert said == (
+        "0 errors on the host, 1 stored (a line counted as neither result nor error on the host could not be taken "
+        "as written (past the line cap, not valid, or not the agent's) and is stored as an error row); the first "
+        "error row: agent line 5 is 67,108,865 bytes, past the cap"
+    )
