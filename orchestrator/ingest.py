@@ -14,6 +14,7 @@ The path is the same for a live run (``runner``), a reattached one (``orch run -
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -168,8 +169,19 @@ class SpoolLines:
                     "result or error per case)")  # fmt: skip
         if open_case is not None and ci != open_case:
             return f"it is for case {ci}, but the case started last is case {open_case}"
+        started = self._unanswered.get(ci) if open_case is not None else None
+        if started is not None and ev.case is not None and ev.case != started[1]:  # the agent writes one case
+            # object in both lines
+            return (f"its case parameters {_params_shown(ev.case)} are not those of case {ci}'s case_start on "
+                    f"line {started[0]}, {_params_shown(started[1])}")  # fmt: skip
         self._finished[ci] = (ev.type, ev.seq)  # only a line that is stored ends its case
         return None
+
+
+def _params_shown(case: Mapping[str, Any]) -> str:
+    """Case parameters as an error row names them: their JSON, cut to 200 characters."""
+    text = json.dumps(case, sort_keys=True, default=str)
+    return text if len(text) <= 200 else text[:199] + "…"
 
 
 def _shown(x: Any) -> str:
@@ -287,6 +299,21 @@ def _only_more_stored(done: Mapping[str, Any], done_seq: int, results: int, erro
     return all(stored[k] >= v for k, v in agent.items() if v is not None)
 
 
+def _counts_differ(problems: list[str], done: Mapping[str, Any], done_seq: int, results: int, errors: int, judged: int,
+                   first_error: str | None) -> str:  # fmt: skip
+    """The sentence for counts that disagree (:func:`reconcile`'s ``problems``): what the difference means, and
+    the first error row, which often explains it (a line refused, a line past the cap)."""
+    if not _only_more_stored(done, done_seq, results, errors, judged):
+        why = "the store does not hold what the agent wrote"
+    elif _count(done.get("lines")) == done_seq:  # every line is the agent's: one it wrote was refused
+        why = ("a line counted as neither result nor error on the host could not be taken as written (past the "
+               "line cap, not valid, or not the agent's) and is stored as an error row")  # fmt: skip
+    else:
+        why = "the spool holds lines the agent did not write"
+    cause = f"; the first error row: {first_error[:300]}" if first_error else ""
+    return "; ".join(problems) + f" ({why}){cause}"
+
+
 @dataclass(frozen=True)
 class HostVerdict:
     """A host's end of a run. ``status``: completed | partial (some cases failed) | failed | cancelled."""
@@ -356,8 +383,6 @@ def host_verdict(
     a ``reason``, which comes first); their one error row is orch's, not on the agent's side of the counts."""
     if done is None:
         return HostVerdict("failed", "the agent's done line was not stored: the host's end of the run is unknown")
-    if done.get("status") == "cancelled":
-        return HostVerdict("cancelled")
     position = done.get("position")
     done_seq = position if isinstance(position, int) else -1
     unfinished = done.get("unfinished")
@@ -365,6 +390,9 @@ def host_verdict(
     orch_rows = 1 if isinstance(unfinished, list) and unfinished else 0
     errors -= orch_rows
     problems = reconcile(done, done_seq=done_seq, results=results, errors=errors, judged=judged)
+    if done.get("status") == "cancelled":  # stopped on request; what it wrote before is still counted
+        return HostVerdict("cancelled", _counts_differ(problems, done, done_seq, results, errors, judged, first_error)
+                           if problems else None)  # fmt: skip
     if orch_rows and not done.get("reason"):
         assert isinstance(unfinished, list)
         cases = [u for u in unfinished if isinstance(u, Mapping)]
@@ -374,16 +402,7 @@ def host_verdict(
         hint = TERMINATED_HINT if done.get("stopped_by") == "sigterm" else None
         return HostVerdict("failed", "; ".join([reason, *problems]), hint)
     if problems:
-        if not _only_more_stored(done, done_seq, results, errors, judged):
-            why = "the store does not hold what the agent wrote"
-        elif _count(done.get("lines")) == done_seq:  # every line is the agent's: one it wrote was refused
-            why = ("a line counted as neither result nor error on the host could not be taken as written (past the "
-                   "line cap, not valid, or not the agent's) and is stored as an error row")  # fmt: skip
-        else:
-            why = "the spool holds lines the agent did not write"
-        # the error row that often explains the difference (a line refused, a line past the cap) is named too
-        cause = f"; the first error row: {first_error[:300]}" if first_error else ""
-        return HostVerdict("failed", "; ".join(problems) + f" ({why}){cause}")
+        return HostVerdict("failed", _counts_differ(problems, done, done_seq, results, errors, judged, first_error))
     failed = f"{counted(errors, 'case')} failed" + (f": {first_error[:300]}" if first_error else "")
     if done.get("status") == "failed" or (results == 0 and errors > 0):
         return HostVerdict("failed", failed if errors else "the agent reported failure")

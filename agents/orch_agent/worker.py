@@ -16,6 +16,7 @@ hands to orch.
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import signal
@@ -174,7 +175,8 @@ def _run(rd: RunDir) -> int:
                 tel = _telemetry(spec, case)
                 try:
                     flags["interruptible"] = True
-                    out = bench(case, ctx)
+                    out = bench(copy.deepcopy(case), ctx)  # the case_start's parameters are the result's (orch
+                    # refuses a result whose case differs from its case_start's): no bench changes them
                     flags["interruptible"] = False
                     out = _check_result(out)
                 except Exception as exc:

@@ -250,3 +250,18 @@ def test_a_command_suites_unfinished_case_is_stored_by_its_parameters_without_it
     assert done.data[UNFINISHED_KEY] == [{"case_index": 0, "line": 1, "case": {"t": 1}}]
     row = unfinished_error(done)
     assert row is not None and row.data["case"] == {"t": 1} and "hunter2" not in json.dumps(row.data)
+
+
+@pytest.mark.parametrize("kind", ["result", "error"])
+def test_a_line_whose_case_parameters_are_not_its_case_start_s_is_its_case_s_error_row(kind: str) -> None:
+    """A tester's: case_start of case 0 with {"n": 1}, then case 0's result with {"n": 2}, then case 1 as written:
+    two rows under n=2, none under n=1, completed. The agent writes one case object in both lines."""
+    lines = good_spool()
+    body = {"metrics": {"t": {"value": 1.0, "unit": "ms"}}} if kind == "result" else {"message": "boom"}
+    lines[2] = _doc(2, kind, case_index=0, case={"n": 2}, **body)
+    events = _events(lines)
+    assert _errors(events) == [(2, f'agent line 2 ({kind}): its case parameters {{"n": 2}} are not those of case 0\'s '
+                                   'case_start on line 1, {"n": 1}; its content is not trusted')]  # fmt: skip
+    assert events[2].case_index == 0 and UNFINISHED_KEY not in events[-1].data
+    assert _verdict(events).status in ("failed", "partial")
+    assert _errors(_events(good_spool())) == []  # the same object in both lines is fine

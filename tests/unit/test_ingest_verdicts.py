@@ -197,3 +197,14 @@ def test_an_error_row_for_a_line_the_agent_counted_as_another_kind_is_not_called
         "as written (past the line cap, not valid, or not the agent's) and is stored as an error row); the first "
         "error row: agent line 5 is 67,108,865 bytes, past the cap"
     )
+
+
+def test_a_cancelled_host_s_counts_are_reconciled_too() -> None:
+    """A tester's: a done line of status cancelled counting 3 results, 1 stored, ended ``cancelled`` without a word
+    about the 2 results the agent wrote and the store lacks."""
+    done = done_record(Event(seq=6, type="done", data={"status": "cancelled",
+                                                       "counts": {"lines": 6, "results": 3, "errors": 0}}))  # fmt: skip
+    assert host_verdict(done, results=1, errors=0) == HostVerdict(
+        "cancelled", "3 results on the host, 1 stored (the store does not hold what the agent wrote)"
+    )
+    assert host_verdict(done, results=3, errors=0) == HostVerdict("cancelled")
