@@ -1078,7 +1078,9 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
     for h in outcome.hosts:
         if h.status not in ("completed",):
             colour = "yellow" if h.status == "partial" else "red"
-            err = f" — {safe(h.error, lines=True)}" if h.error else ""
+            said = h.error or ""
+            said = said[len(h.host) + 2 :] if said.startswith(f"{h.host}: ") else said  # named once, first
+            err = f" — {safe(said, lines=True)}" if said else ""
             c.print(f"[{colour}]{safe(h.host)}: {h.status}[/{colour}]" + err, soft_wrap=True)
             if getattr(h, "hint", None):
                 c.print(f"    hint: {safe(h.hint, lines=True)}", soft_wrap=True)

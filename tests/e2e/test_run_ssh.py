@@ -244,3 +244,15 @@ def test_host_without_torch_fails_with_the_python_key_while_others_finish(
     assert f"{bare}/bin/python cannot import torch: No module named 'torch'" in by["gpu-b"]["error"]
     human = orch("run", "moe-sweep", "--hosts", "b300", "--preset", "tiny", "--repeat", "2")
     assert "set `python:` for gpu-b in the inventory" in human.stdout + human.stderr
+
+
+def test_a_failed_host_of_a_mixed_run_is_named_once_on_its_line(two_hosts: tuple[Orch, list[Any]]) -> None:
+    """A new user's: ``gpu-b: failed — gpu-b: connection refused on port …`` (the host named twice) when another
+    host of the run completed; alone it read ``gpu-b: failed — connection refused …``."""
+    orch, hosts = two_hosts
+    hosts[1].stop()
+    res = orch("run", "noop", "--hosts", "ct200,b300", "--timeout", str(scaled(20)), timeout=scaled(300))
+    assert res.returncode == 1, res.stdout + res.stderr
+    line = next(x for x in res.stdout.splitlines() if x.startswith("gpu-b: failed"))
+    assert line.startswith("gpu-b: failed — ") and "gpu-b: failed — gpu-b:" not in line, res.stdout
+    assert "connection refused" in line, line
