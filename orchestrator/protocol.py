@@ -199,7 +199,7 @@ class Unholdable(float):
 _FLOAT_MAX_INT = int(sys.float_info.max)
 
 
-def _exact_int(literal: str) -> int | Unholdable:
+def exact_int(literal: str) -> int | Unholdable:
     """``parse_int`` for Python's json: the exact integer, or :class:`Unholdable` past a double's range (so a
     literal longer than ``sys.get_int_max_str_digits()``, 4300 digits, is refused as a number, not read)."""
     if len(literal) > 310:  # 309 digits and a sign at most below float max: no int() of thousands of digits
@@ -246,7 +246,7 @@ def _maybe_tiny(packed: bytes) -> bool:
 def exact_json(text: str) -> Any:
     """``text`` read by Python's json, exactly: integers as ints, a number past a double's range as
     :class:`Unholdable`; raises ValueError on text that is not JSON."""
-    return json.loads(text, parse_int=_exact_int, parse_float=checked_float)
+    return json.loads(text, parse_int=exact_int, parse_float=checked_float)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -24,13 +24,14 @@ output must give the same figure whether a suite reads it with ``json`` or ``reg
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float, exact_json
+from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float, exact_int
 from orchestrator.textlines import output_lines
 
 Record = Mapping[str, Any]
@@ -131,31 +132,117 @@ def number_at(record: Record, path: str) -> float | None:
     return None
 
 
+class _KeyTwice(Exception):
+    """A JSON object of the output writes a key twice (not a ValueError: never taken for "not JSON")."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        raise _KeyTwice(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return doc
+
+
+# Python's json as the parsers read a tool's output: integers exact, a number past a double's range named
+# (Unholdable), a key written twice refused (JSON readers keep the last silently, RFC 8259 §4: two figures, one
+# dropped), and control characters inside strings taken as they are (``strict=False``: C tools write a raw tab
+# in a GPU's name; refusing the line made the line before it the result)
+_DECODER = json.JSONDecoder(parse_int=exact_int, parse_float=checked_float, object_pairs_hook=_unique_pairs,
+                            strict=False)  # fmt: skip
+_BOM = "\ufeff"
+
+
+def _decoded(text: str, where: str) -> Any:
+    """``text`` as one JSON value (:data:`_DECODER`); raises ValueError when it is not JSON, ParseError naming
+    ``where`` when it writes a key twice."""
+    try:
+        return _DECODER.decode(text)
+    except _KeyTwice as dup:
+        raise ParseError(f"{where} writes the key {dup.args[0]!r} twice in one object; which value the tool meant is "
+                         "unknown (JSON readers keep the last), so it is not read") from None  # fmt: skip
+
+
 def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
     """Every line of ``text`` that is a JSON object (log lines in between are skipped); with ``numbered`` each
-    carries its 1-based line number under :data:`LINE_KEY` (``ParserDef.parse`` removes it)."""
+    carries its 1-based line number under :data:`LINE_KEY` (``ParserDef.parse`` removes it). Raises ParseError
+    when a line that starts as an object (``{``) after the last one read is not JSON: the tool's last record is
+    unreadable (cut short, not valid), and the one before it is not its result; and when an object writes a key
+    twice. A byte order mark before a line is ignored."""
     out: list[dict[str, Any]] = []
+    broken: tuple[int, str] | None = None
     for no, line in enumerate(output_lines(text), 1):
-        line = line.strip()
+        line = line.strip().lstrip(_BOM)
         if not line.startswith("{"):
             continue
         try:
-            doc = exact_json(line)  # an integer of 4,300+ digits is a number past range, not "no JSON"
-        except (ValueError, RecursionError):
-            continue
+            doc = _decoded(line, f"output line {no}")  # an integer of 4,300+ digits is a number past range
+        except (ValueError, RecursionError) as exc:
+            if not isinstance(exc, ParseError):
+                broken = (no, str(exc))
+                continue
+            raise
         if isinstance(doc, dict):
             out.append({**doc, LINE_KEY: no} if numbered else doc)
+            broken = None
+    if broken is not None and out:
+        raise ParseError(f"output line {broken[0]} starts as a JSON object but is not JSON ({broken[1][:120]}), after "
+                         "the last line that is: the tool's last record cannot be read, and an earlier one is not its "
+                         "result")  # fmt: skip
     return out
 
 
-def json_document(text: str) -> dict[str, Any] | None:
-    """The whole text as one JSON object, else the last line that is one; None when there is neither."""
+def json_documents(text: str, numbered: bool = False) -> list[dict[str, Any]]:
+    """The JSON objects of ``text``: the whole text when it is one object; else each object that begins at the
+    start of a line (a ``{`` in column 0, after a byte order mark) and may span lines (pretty-printed), read from
+    there to its end, log lines between them skipped. An object inside another (an indented line of a
+    pretty-printed document) is never one of them. ``numbered``: each carries the line it starts on under
+    :data:`LINE_KEY`. Raises ParseError when a line that starts an object after the last object read is not JSON
+    (a document cut short), and when an object writes a key twice."""
     try:
-        doc = exact_json(text)
-    except (ValueError, RecursionError):
-        lines = json_lines(text)
-        return lines[-1] if lines else None
-    return doc if isinstance(doc, dict) else None
+        whole = _decoded(text, "the output")
+    except (ValueError, RecursionError) as exc:
+        if isinstance(exc, ParseError):
+            raise
+    else:
+        return [{**whole, LINE_KEY: 1} if numbered else whole] if isinstance(whole, dict) else []
+    out: list[dict[str, Any]] = []
+    broken: tuple[int, str] | None = None
+    starts = [0] + [m.end() for m in _LINE_END.finditer(text)]
+    end = 0  # where the last object read ends: lines before it are inside it
+    for no, at in enumerate(starts, 1):
+        if at < end or at >= len(text):
+            continue
+        at += text.startswith(_BOM, at)
+        if text[at : at + 1] != "{":
+            continue
+        try:
+            doc, end = _DECODER.raw_decode(text, at)
+        except _KeyTwice as dup:
+            raise ParseError(f"the JSON object at output line {no} writes the key {dup.args[0]!r} twice; which value "
+                             "the tool meant is unknown (JSON readers keep the last), so it is not read"
+                             ) from None  # fmt: skip
+        except (ValueError, RecursionError) as exc:
+            broken = (no, str(exc))
+            continue
+        if isinstance(doc, dict):
+            out.append({**doc, LINE_KEY: no} if numbered else doc)
+            broken = None
+    if broken is not None and out:
+        raise ParseError(f"output line {broken[0]} starts a JSON object that is not JSON ({broken[1][:120]}), after "
+                         "the last object read: the tool's last document cannot be read, and an earlier one is not its "
+                         "result")  # fmt: skip
+    return out
+
+
+_LINE_END = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e]")  # textlines.output_lines' line ends
+
+
+def json_document(text: str) -> dict[str, Any] | None:
+    """The whole text as one JSON object, else the last object :func:`json_documents` finds; None when there is
+    none. Raises ParseError as :func:`json_documents` does."""
+    docs = json_documents(text)
+    return docs[-1] if docs else None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,10 @@ SAMPLES = {
     "jsonl-4": "[tool] warming up\n" * 4000 + '{"t": 1.0}\n{"t": 2.0, "note": "a\u2028b"}\n',
     # a progress line overwritten by \r before the result (what a terminal shows): still read
     "jsonl-5": '{"t": 1.0}\nstep 1/2\rstep 2/2\r{"t": 2.0}\n',
+    # per-iteration lines, then the pretty-printed result (its last line-sized object was read: t = 1.1)
+    "json-1": '{"iter": 1, "t": 1.0}\n{"iter": 2, "t": 1.1}\n{\n  "t": 1.05,\n  "iters": 2\n}\n',
+    # the result's last line cut short: an error, not the line before it
+    "json-2": '{"t": 1.0}\n{\n  "t": 2.0,\n',
 }
 
 
@@ -68,6 +72,7 @@ SUITES = {
     "n-vllm": _suite("n-vllm", "vllm", "vllm-serve", [1, 2]),
     "n-jsonl": _suite("n-jsonl", "jsonl", "jsonl", [1, 2, 3, 4, 5]).replace("{output}", "-")
     + "metrics: {t: {unit: ms}}\n",
+    "n-json": _suite("n-json", "json", "json", [1, 2]) + "metrics: {t: {unit: ms}}\n",
 }
 
 
@@ -120,3 +125,14 @@ def test_a_json_line_holding_a_unicode_line_separator_is_one_line(deployed: tupl
     assert doc["status"] == "completed", doc
     assert {i: rows[i].metrics["t"]["value"] for i in range(1, 6)} == dict.fromkeys(range(1, 6), 2.0)
     assert all("2 jsonl result records" in " ".join((rows[i].info or {}).get("warnings", [])) for i in range(1, 6))
+
+
+def test_json_reads_the_tool_s_last_document_or_says_it_cannot(deployed: tuple[Orch, Path]) -> None:
+    """A variant tester's: log lines, per-iteration JSON lines, then the pretty-printed result: its last
+    one-line object was stored (t = 1.1 for a result of 1.05), completed, exit 0."""
+    orch, suites = deployed
+    doc, rows = _run(orch, suites, "n-json")
+    assert doc["status"] == "partial", doc
+    assert rows[1].status == "ok" and rows[1].metrics["t"]["value"] == 1.05
+    assert "3 json result records (lines 1, 2, 3)" in " ".join((rows[1].info or {}).get("warnings", []))
+    assert rows[2].status == "error" and "output line 2 starts a JSON object that is not JSON" in (rows[2].error or "")
