@@ -118,7 +118,7 @@ def test_large_outputs_stay_in_the_run_dir_and_the_result_stays_small(tmp_path: 
     import hashlib
     import json
 
-    from agents.orch_agent.benches.command import EXCERPT_BYTES, read_parsed
+    from agents.orch_agent.benches.command import EXCERPT_BYTES
 
     code = "import sys; sys.stdout.write(''.join('line %05d %s\\n' % (i, 'x' * 40) for i in range(400)))"
     ctx = Context(repeat=5, warmup=2, run_dir=str(tmp_path))
@@ -140,4 +140,43 @@ def test_large_outputs_stay_in_the_run_dir_and_the_result_stays_small(tmp_path: 
     assert info["stdout"] == expected[-EXCERPT_BYTES:].decode()
     assert info["stdout_head"] == expected[:EXCERPT_BYTES].decode()
     assert len(json.dumps(info)) < 16 * 1024
-    assert read_parsed(str(tmp_path), info["files"], "stdout") == [expected.decode()] * 5
+
+
+LATE_WRITER = """
+import os, sys, time
+st = sys.argv[1]
+def wait(name):
+    end = time.monotonic() + 30
+    while not os.path.exists(os.path.join(st, name)) and time.monotonic() < end:
+        time.sleep(0.02)
+if not os.path.exists(os.path.join(st, "run0")):
+    open(os.path.join(st, "run0"), "w").close()
+    print('{"t": 1.0}', flush=True)
+    if os.fork() == 0:  # left behind in its own session, writing to run 0's stdout once run 1 has started
+        os.setsid()
+        wait("go")
+        print('{"t": 99.0}', flush=True)
+        open(os.path.join(st, "written"), "w").close()
+        os._exit(0)
+else:
+    open(os.path.join(st, "go"), "w").close()
+    wait("written")
+    print('{"t": 2.0}', flush=True)
+"""
+
+
+def test_the_text_parsed_is_the_file_its_size_and_sha256_describe(tmp_path: Path) -> None:
+    """A variant tester's: run 0 left a process that wrote ``{"t": 99.0}`` to run 0's stdout while run 1 ran; the
+    agent hashed each file right after its run but read the texts to parse after the last run, so orch parsed
+    99.0 while ``info.files`` described the file without it (completed, median 50.5)."""
+    import hashlib
+
+    state = tmp_path / "state"
+    state.mkdir()
+    ctx = Context(repeat=2, warmup=0, run_dir=str(tmp_path / "run"))
+    info = run_case({**_case(LATE_WRITER), "argv": [sys.executable, "-c", LATE_WRITER, str(state)]}, ctx)["info"]
+    assert (state / "written").exists()  # the late write happened, before the case ended
+    assert info["outputs"] == ['{"t": 1.0}\n', '{"t": 2.0}\n']
+    for text, f in zip(info["outputs"], info["files"], strict=True):
+        assert f["stdout"]["sha256"] == hashlib.sha256(text.encode()).hexdigest()
+        assert f["stdout"]["bytes"] == len(text.encode())

@@ -112,14 +112,22 @@ def _read_tail(path: str, n: int) -> bytes:
         return f.read()
 
 
-def _file_info(path: str, rel: str) -> dict[str, Any]:
-    """``{"path": rel, "bytes", "sha256"}`` of ``path``, read in 1 MiB chunks."""
+def _file_info(path: str, rel: str, keep: list[bytes] | None = None, keep_max: int = 0) -> dict[str, Any]:
+    """``{"path": rel, "bytes", "sha256"}`` of ``path``, read in 1 MiB chunks. ``keep``: the bytes read are
+    appended to it as one item when the file holds at most ``keep_max`` bytes (else nothing is appended): the text
+    orch parses is the one these figures describe, read once (a process the command left behind could write to
+    the file after it was hashed)."""
     h = hashlib.sha256()
     size = 0
+    chunks: list[bytes] = []
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
             size += len(chunk)
+            if keep is not None and size <= keep_max:
+                chunks.append(chunk)
+    if keep is not None and size <= keep_max:
+        keep.append(b"".join(chunks))
     return {"path": rel, "bytes": size, "sha256": h.hexdigest()}
 
 
@@ -209,6 +217,8 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
             raise CommandFailed(f"cannot write {out_dir}: {exc.strerror}") from None
         samples: list[float] = []
         files: list[dict[str, Any]] = []
+        parsed = "output" if uses_output else "stdout"
+        texts: list[bytes] = []  # the parsed files as hashed, while they fit in a result line together
         run_argv: list[str] = []
         for i in range(warmup + repeat):
             timed = i >= warmup
@@ -248,14 +258,15 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
                         os.unlink(p)
                 continue
             samples.append(wall_ms)
+            room = INLINE_BYTES - sum(len(t) for t in texts) if len(texts) == len(files) else -1
             files.append(
                 {
-                    s: _file_info(paths[s], os.path.join(rel_dir, f"{name}.{s}"))
+                    s: _file_info(paths[s], os.path.join(rel_dir, f"{name}.{s}"),
+                                  texts if s == parsed else None, room)  # fmt: skip
                     for s in STREAMS
                     if os.path.exists(paths[s])
                 }
             )
-        parsed = "output" if uses_output else "stdout"
         info: dict[str, Any] = {"argv": run_argv, "exit_status": 0, "parsed": parsed, "files": files}
         last = str(repeat - 1)
         for s in STREAMS:
@@ -266,8 +277,8 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
             if s == "stdout" and files[-1][s]["bytes"] > EXCERPT_BYTES:
                 with open(path, "rb") as f:
                     info["stdout_head"] = f.read(EXCERPT_BYTES).decode("utf-8", "replace")
-        if sum(f[parsed]["bytes"] for f in files) <= INLINE_BYTES:
-            info["outputs"] = read_parsed(run_dir, files, parsed)
+        if len(texts) == len(files):  # every parsed file fit: the bytes hashed are the bytes parsed
+            info["outputs"] = [t.decode("utf-8", "replace") for t in texts]
         else:
             info["outputs_complete"] = False
         info["timing"] = "wall time of the whole command (time.perf_counter around the process)"
@@ -275,12 +286,3 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-
-
-def read_parsed(run_dir: str, files: list[dict[str, Any]], parsed: str) -> list[str]:
-    """The whole text orch parses, one per timed run, from the files listed in a result's ``info.files``."""
-    out = []
-    for f in files:
-        with open(os.path.join(run_dir, f[parsed]["path"]), "rb") as fh:
-            out.append(fh.read().decode("utf-8", "replace"))
-    return out
