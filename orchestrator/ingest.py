@@ -170,18 +170,19 @@ class SpoolLines:
         if open_case is not None and ci != open_case:
             return f"it is for case {ci}, but the case started last is case {open_case}"
         started = self._unanswered.get(ci) if open_case is not None else None
-        if started is not None and ev.case is not None and ev.case != started[1]:  # the agent writes one case
-            # object in both lines
+        if started is not None and ev.case is not None and _params_shown(ev.case, cut=False) != _params_shown(
+            started[1], cut=False
+        ):  # the agent writes one case object in both lines; compared as JSON (Python's 1 == 1.0 == True)
             return (f"its case parameters {_params_shown(ev.case)} are not those of case {ci}'s case_start on "
                     f"line {started[0]}, {_params_shown(started[1])}")  # fmt: skip
         self._finished[ci] = (ev.type, ev.seq)  # only a line that is stored ends its case
         return None
 
 
-def _params_shown(case: Mapping[str, Any]) -> str:
-    """Case parameters as an error row names them: their JSON, cut to 200 characters."""
+def _params_shown(case: Mapping[str, Any], cut: bool = True) -> str:
+    """Case parameters as an error row names them: their JSON, keys sorted, cut to 200 characters (``cut``)."""
     text = json.dumps(case, sort_keys=True, default=str)
-    return text if len(text) <= 200 else text[:199] + "…"
+    return text if len(text) <= 200 or not cut else text[:199] + "…"
 
 
 def _shown(x: Any) -> str:

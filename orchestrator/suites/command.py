@@ -453,7 +453,8 @@ def command_result(suite: CommandSuite, ev: Event, group: str, parsed: ParseOutc
         # The outputs stayed on the host (the runner fetches them before parsing): never parse an excerpt, nor a
         # fetched file that is not the one the result line describes (``agentctl.fetched_outputs_differ``).
         message = str(unverified) if unverified else \
-            "the full outputs stayed on the host and were not fetched; parse them with orch runs logs"
+            "the full outputs stayed on the host and were not fetched (an imported spool brings none): not parsed; " \
+            "orch runs logs shows them while the host keeps them"
         err = {"message": message, "case": data["case"], "kind": "parse", "info": info}  # fmt: skip
         return _judged_error(ev, err)
     info.pop("outputs_complete", None)

@@ -265,3 +265,14 @@ def test_a_line_whose_case_parameters_are_not_its_case_start_s_is_its_case_s_err
     assert events[2].case_index == 0 and UNFINISHED_KEY not in events[-1].data
     assert _verdict(events).status in ("failed", "partial")
     assert _errors(_events(good_spool())) == []  # the same object in both lines is fine
+
+
+@pytest.mark.parametrize("written", [1.0, True, "1"])
+def test_case_parameters_are_compared_as_json_not_as_python_values(written: object) -> None:
+    """A variant tester's: case_start {"n": 1}, result {"n": 1.0} (or true) was taken (1 == 1.0 == True in
+    Python) and stored {"n": 1.0}, completed."""
+    lines = good_spool()
+    lines[2] = _doc(2, "result", case_index=0, case={"n": written}, metrics={"t": {"value": 1.0, "unit": "ms"}})
+    assert [seq for seq, _ in _errors(_events(lines))] == [2]
+    lines[2] = _doc(2, "result", case_index=0, case={"n": 1}, metrics={"t": {"value": 1.0, "unit": "ms"}})
+    assert _errors(_events(lines)) == []
