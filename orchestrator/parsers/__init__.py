@@ -4,7 +4,7 @@ its output is parsed here, and each parser is tested on recorded samples in ``te
 One module per format; ``PARSERS`` maps a suite file's ``parser:`` name to its :class:`ParserDef`:
 
 =================== =====================================================================================
-``json``            one JSON object; metrics are dotted field paths (``results.0.busbw``)
+``json``            one JSON object (or the last that begins a line); metrics are dotted field paths
 ``jsonl``           JSON lines; every metric from the last line (one run per output)
 ``regex``           named groups of a pattern; each metric from the last match
 ``sglang-one-batch`` SGLang ``bench_one_batch`` result JSONL
