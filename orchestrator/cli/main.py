@@ -199,6 +199,45 @@ def app_for(args: list[str]) -> typer.Typer:
     return full_app()
 
 
+def _reader_gone_is_sigpipe(cmd: Any) -> None:
+    """Make a write to stdout whose reader went away (``orch runs logs RUN | head -1``) end the process by SIGPIPE,
+    whichever command or help text wrote it: ``cmd``'s ``make_context`` (where --help and --version print) and
+    ``invoke`` are wrapped so that the BrokenPipeError reaches :func:`fastexit.broken_pipe` before click's
+    ``Command.main``, which turns any EPIPE into ``sys.exit(1)`` (in orch's exit status: a host or run failed),
+    even with ``standalone_mode=False``. A BrokenPipeError with stdout's reader still there (a pipe to a host, a
+    socket) is a real error and is raised on."""
+
+    def guarded(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except BrokenPipeError:
+                if _stdout_reader_gone():
+                    from orchestrator.cli import fastexit
+
+                    fastexit.broken_pipe()
+                raise
+
+        return call
+
+    cmd.make_context = guarded(cmd.make_context)
+    cmd.invoke = guarded(cmd.invoke)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe with no reader left: Linux sets POLLERR on a pipe's write end once its read end is
+    closed by every process (pipe(7), poll(2)). False for anything else, or where stdout has no descriptor."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app inside the one error boundary (OrchError -> red line + exit code)."""
     try:
@@ -209,6 +248,7 @@ def main(argv: list[str] | None = None) -> None:
         cmd = typer.main.get_command(app_for(args))
         unbroken_hyphens(cmd)
         refuse_foreign_digits(args, numeric_options(cmd))
+        _reader_gone_is_sigpipe(cmd)
         rv = cmd.main(args=hoist_global_options(args, cmd), standalone_mode=False, prog_name="orch")
     except OrchError as exc:
         render.error(exc)
