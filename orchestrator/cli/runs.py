@@ -150,8 +150,9 @@ def compare(
     metric: Annotated[str | None, typer.Option(help="Metric to compare; default time_ms, else the first.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Per-case ratio head/base of the medians, a verdict ('within noise' when the stored p10-p90 spread hides
-    the change), and the geometric mean. Runs of different suites, sharing no case, or one run named twice are an
+    """Per-case ratio head/base of the medians, the samples of each side (n: base/head), a verdict ('within
+    noise' when the stored p10-p90 spread hides the change; 'too few samples: not judged' when a side has fewer
+    than 3), and the geometric mean. Runs of different suites, sharing no case, or one run named twice are an
     error (exit 2), as in `orch runs check`."""
     with _store(ctx) as store:
         result = store.compare(store.resolve_run_id(base), store.resolve_run_id(head), metric=metric)
