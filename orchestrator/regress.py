@@ -145,7 +145,7 @@ def rerun_request(
         sets=dict(params.get("sets") or {}),
         preset=detail.preset,
         repeat=params.get("repeat"),
-        label=f"rerun of {detail.id[-8:]}",
+        label=f"rerun of {short_run_id(detail.id)}",
         seed=params.get("seed"),
         timeout_s=timeout_s,
         replays=detail.id,
