@@ -18,7 +18,7 @@ from orchestrator.cli import regress, render, runs_import, runs_plot
 from orchestrator.cli.context import app_context
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.rundoc import run_document
-from orchestrator.store.compute import RUN_REF_FORMS
+from orchestrator.store.compute import RUN_REF_FORMS, short_run_id
 from orchestrator.store.records import RUN_STATUSES, RunFilter
 from orchestrator.wording import counted
 
@@ -199,8 +199,8 @@ def remove_runs(
         running = [r for r in runs if r.status in ("pending", "running")]
         if running:
             raise UsageError(
-                f"run {running[0].id} is still {running[0].status}; it is not deleted",
-                f"stop it first with orch cancel {running[0].id}",
+                f"run {short_run_id(running[0].id)} is still {running[0].status}; it is not deleted",
+                f"stop it first with orch cancel {short_run_id(running[0].id)}",
             )
         render.runs_to_remove(runs)
         if not yes:

@@ -998,7 +998,8 @@ class Store:
             base_run, head_run = self._run(s, base), self._run(s, head)
             if base_run.id == head_run.id:
                 raise IncomparableError(
-                    f"base and head are the same run ({base_run.id}): a run compared with itself shows nothing",
+                    f"base and head are the same run ({compute.short_run_id(base_run.id)}): a run compared with "
+                    "itself shows nothing",
                     "pass an earlier run as base and the candidate as head: `orch runs compare latest~1 latest`",
                 )
             if base_run.suite != head_run.suite:
