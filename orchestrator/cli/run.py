@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli import complete, fastexit, grouped, render
+from orchestrator.cli.argcheck import check_label
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.limits import ensure_open_files, selected_count
@@ -97,6 +98,8 @@ def run(
     from orchestrator.runner import Runner, RunRequest
 
     app = app_context(ctx)
+    if label is not None:
+        check_label(label, 'e.g. orch run moe-sweep --hosts b300 --label "nightly fp8"')
     if resume is None and (suite is None or hosts is None):
         raise UsageError(
             "orch run needs SUITE and --hosts (or --resume RUN_ID)", "for example: orch run moe-sweep --hosts b300"

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli import regress, render, runs_import, runs_plot
+from orchestrator.cli.argcheck import check_label
 from orchestrator.cli.context import app_context
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.rundoc import run_document
@@ -172,11 +173,7 @@ def label_run(
     json_out: JsonOpt = False,
 ) -> None:
     """Set (or with "" remove) a run's label."""
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text) or len(text) > 255:
-        raise UsageError(
-            "a label is one line of at most 255 characters, without control characters",
-            'e.g. orch runs label latest "nightly fp8"',
-        )
+    check_label(text, 'e.g. orch runs label latest "nightly fp8"')
     with _store(ctx) as store:
         summary = store.set_label(store.resolve_run_id(run_id), text or None)
     if json_out:

@@ -137,3 +137,14 @@ def test_db_before_and_after_the_subcommand_the_later_wins(local: Orch) -> None:
 @pytest.mark.parametrize("option", ["--db", "--inventory", "-i"])
 def test_global_option_without_its_value_after_the_subcommand(local: Orch, option: str) -> None:
     _usage(local("runs", "list", option), f"{option} needs a value")
+
+
+@pytest.mark.parametrize("label", ["two\nlines", "x" * 256, "bell\x07"])
+def test_run_label_is_refused_as_runs_label_refuses_it(local: Orch, label: str) -> None:
+    """The finding: `orch run --label` stored a label with a newline or over 255 characters, which `orch runs
+    label` refuses; now both refuse it with one message, exit 2, before any run starts."""
+    before = len(local.json("runs", "list")["items"])
+    for args in (("runs", "label", "latest", label), ("run", "noop", "--hosts", "l1", "--label", label)):
+        _usage(local(*args), "a label is one line of at most 255 characters, without control characters")
+    assert len(local.json("runs", "list")["items"]) == before  # no run was started
+    assert local("run", "noop", "--hosts", "l1", "--label", "x" * 255).returncode == 0
