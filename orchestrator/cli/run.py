@@ -49,7 +49,9 @@ def run(
     preset: Annotated[
         str | None, typer.Option("--preset", help="Parameter preset (kimi-k2 on CUDA hosts, tiny otherwise).")
     ] = None,
-    repeat: Annotated[int | None, typer.Option("--repeat", min=1, help="Timed samples per case (default 20).")] = None,
+    repeat: Annotated[
+        int | None, typer.Option("--repeat", min=1, help="Timed samples per case (default: the suite's).")
+    ] = None,
     label: Annotated[str | None, typer.Option("--label", help="Free text stored with the run.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     resume: Annotated[
