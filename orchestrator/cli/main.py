@@ -39,7 +39,10 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-INVENTORY_HELP = "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml)."
+INVENTORY_HELP = (
+    "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml); -i PATH, -iPATH and -i=PATH alike, "
+    "before or after the subcommand."
+)
 DB_HELP = "Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."
 EXIT_CODES_HELP = (
     "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted; killed by "
@@ -96,6 +99,12 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
             rest.extend(argv[i:])
             break
         name, eq, value = tok.partition("=")
+        if _attached_inventory(tok):  # -iPATH (click's attached short option) or -i=PATH, before or after it
+            name, eq, value = "-i", "=", tok[3:] if tok[2] == "=" else tok[2:]
+        if not in_sub and name == "-i" and eq:  # -i=PATH before the subcommand: PATH, as after it (not "=PATH")
+            rest += ["-i", value]
+            i += 1
+            continue
         if in_sub and name in GLOBAL_VALUE_OPTIONS and _option(cmd, name) is None:
             if not eq and i + 1 == len(argv):
                 raise UsageError(f"{name} needs a value", f"e.g. {name} {_EXAMPLES[name]}")
@@ -117,6 +126,11 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
             cmd, in_sub = sub, True
     # After the root's own options, so that click's "the last value counts" makes a later --db win.
     return rest[:first_sub] + front + rest[first_sub:]
+
+
+def _attached_inventory(tok: str) -> bool:
+    """``-iPATH``: the short inventory option with its value attached (click reads it so before the subcommand)."""
+    return tok.startswith("-i") and not tok.startswith("--") and len(tok) > 2
 
 
 def _option(cmd: Any, name: str) -> Any:

@@ -3,6 +3,7 @@ fix with exit 2 — never a traceback (exit 70), a misleading "database error" o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,20 @@ def test_db_before_and_after_the_subcommand_the_later_wins(local: Orch) -> None:
     assert len(runs) == 1 and len(runs_other) == 1 and runs[0]["id"] != runs_other[0]["id"]
     assert runs[0]["id"] == local.json("--db", after, "runs", "list")["items"][0]["id"]
     assert "the last one counts" in local("--help").stdout
+
+
+def test_every_spelling_of_the_inventory_option_means_the_same_before_and_after_the_subcommand(local: Orch) -> None:
+    """The finding: `orch hosts list -i/path/inv.yaml` failed with "No such option: -i", and `orch -i=/path/inv.yaml
+    hosts list` read the file "=/path/inv.yaml" (after the subcommand -i= meant the path already)."""
+    inv = local.cwd / "other.yaml"
+    inv.write_text("groups:\n  o:\n    hosts:\n      other1: {connection: local}\n")
+    for spelling in (["-i", str(inv)], [f"-i{inv}"], [f"-i={inv}"], ["--inventory", str(inv)], [f"--inventory={inv}"]):
+        for args in ([*spelling, "hosts", "list", "--json"], ["hosts", "list", "--json", *spelling]):
+            res = local(*args)
+            assert res.returncode == 0, (args, res.stderr)
+            assert [h["name"] for h in json.loads(res.stdout)["hosts"]] == ["other1"], args
+    helped = " ".join(local("--help").stdout.split())
+    assert "-i PATH, -iPATH and -i=PATH alike, before or after the subcommand" in helped
 
 
 @pytest.mark.parametrize("option", ["--db", "--inventory", "-i"])
