@@ -1193,6 +1193,12 @@ def removed(runs: list[Any]) -> None:
     console().print(f"deleted {counted(len(runs), 'run')}: " + ", ".join(short_run_id(r.id) for r in runs))
 
 
+def nothing_removed(runs: list[Any]) -> None:
+    """``orch runs rm`` answered no at its prompt: the runs are kept, said so."""
+    kept = ", ".join(short_run_id(r.id) for r in runs)
+    console().print(f"nothing removed: {counted(len(runs), 'run')} kept: {kept}")
+
+
 def cancelled(outcome: Any) -> None:
     """``orch cancel``: which run, its status, and each host's end (a host whose agent had finished keeps its own)."""
     hosts = "; ".join(f"{safe(h.host)} {h.status}" + (f" ({counted(h.results, 'result')})" if h.results else "")

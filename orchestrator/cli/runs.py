@@ -208,7 +208,8 @@ def remove_runs(
                 )
             whose = "its" if len(runs) == 1 else "their"
             if not typer.confirm(f"Delete {counted(len(runs), 'run')} and {whose} results?", default=False):
-                raise typer.Exit(1)
+                render.nothing_removed(runs)  # declined: what was asked, done (exit 0); no host or run failed
+                return
         for r in runs:
             store.delete_run(r.id)
     render.removed(runs)
