@@ -11,7 +11,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from orchestrator.analysis.views import View, Views
+from orchestrator.analysis.views import View, Views, short_id
 from orchestrator.errors import UsageError
 
 FORMATS = (".png", ".svg")
@@ -84,7 +84,7 @@ def write(views: Views, path: Path) -> list[str]:
             _panel(axes[i // cols][i % cols], view)
         for j in range(len(views.views), rows * cols):
             axes[j // cols][j % cols].set_visible(False)
-        names = ", ".join(r.label or r.id.replace("-", "")[-8:] for r in views.runs)
+        names = ", ".join(r.label or short_id(r.id) for r in views.runs)
         fig.suptitle(f"{views.suite}: {names}", fontsize=12)
         try:
             fig.savefig(path, format=fmt, dpi=DPI)

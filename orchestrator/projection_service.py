@@ -25,6 +25,7 @@ from orchestrator.analysis.projection import (
 )
 from orchestrator.analysis.roof import metric_center
 from orchestrator.errors import ProjectionError
+from orchestrator.store.compute import short_run_id
 from orchestrator.store.projections import ProjectionRecord, save_projection
 from orchestrator.store.records import ResultRecord, RunDetail
 from orchestrator.store.repo import Store
@@ -126,11 +127,14 @@ def _points(run_id: str, results: list[ResultRecord]) -> tuple[list[SourcePoint]
     points = []
     for r in results:
         if _shape(r) != shape:
-            raise ProjectionError(f"run {run_id} mixes layer shapes or dtypes", "project from a run of one shape")
+            raise ProjectionError(
+                f"run {short_run_id(run_id)} mixes layer shapes or dtypes", "project from a run of one shape"
+            )
         t, wb = _median(r, "time_ms"), metric_center(r.metrics.get("weight_bytes"))
         if t is None or wb is None:
             raise ProjectionError(
-                f"run {run_id}, M={r.case.get('M')}: no time_ms or weight_bytes", "re-run moe-sweep with this orch"
+                f"run {short_run_id(run_id)}, M={r.case.get('M')}: no time_ms or weight_bytes",
+                "re-run moe-sweep with this orch",
             )
         M = int(r.case["M"])
         flops = roofline.flops(M, int(shape["k"]), int(shape["shared"]), int(shape["H"]), int(shape["I"]))

@@ -145,7 +145,7 @@ def rerun_request(
         sets=dict(params.get("sets") or {}),
         preset=detail.preset,
         repeat=params.get("repeat"),
-        label=f"rerun of {detail.id[-8:]}",
+        label=f"rerun of {short_run_id(detail.id)}",
         seed=params.get("seed"),
         timeout_s=timeout_s,
         replays=detail.id,
@@ -298,11 +298,22 @@ def judge_untested(
                 limit = max(band, cmp.threshold)
                 rule = f"calibrated band {band:.2%} (at least compare's {cmp.threshold:.0%}) on the medians"
                 outcome = "regression" if change > limit else "within"
-            elif c.verdict == "regression":
+            elif _medians_verdict(c, direction, cmp.threshold) == "regression":
                 rule = f"compare's {cmp.threshold:.0%} threshold on the medians"
                 outcome = "regression"
         out.append(Untested(c, nb, nh, why, outcome, rule, hint))
     return out
+
+
+def _medians_verdict(c: CompareCase, direction: Any, threshold: float) -> str:
+    """Compare's verdict of a case on its medians and p10/p90 (``analysis.compare.noise_verdict``), also for a case
+    compare left ``too few samples: not judged``: the rule ``runs check`` applies to what the test cannot judge."""
+    from orchestrator.analysis.compare import TOO_FEW, is_noisy, noise_verdict, too_noisy
+
+    if c.verdict != TOO_FEW:
+        return c.verdict
+    sides = (c.base, c.base_p10, c.base_p90, c.head, c.head_p10, c.head_p90)
+    return noise_verdict(c.ratio, direction, is_noisy(*sides), threshold, too_noisy(*sides))
 
 
 @dataclass(frozen=True)

@@ -85,8 +85,9 @@ def resume_refusal(run_id: str, status: str, open_hosts: Sequence[str]) -> Refus
     if status not in FINAL_RUN_STATUSES or open_hosts:
         return None
     why = "it was cancelled" if status == "cancelled" else "every host's done line is stored"
-    return Refusal(f"run {run_id} already finished ({status}): {why}; there is nothing to resume",
-                   f"orch runs show {run_id}")  # fmt: skip
+    short = short_run_id(run_id)
+    return Refusal(f"run {short} already finished ({status}): {why}; there is nothing to resume",
+                   f"orch runs show {short}")  # fmt: skip
 
 
 def cancel_refusal(run_id: str, status: str, *, unconfirmed: bool = False) -> Refusal | None:
@@ -94,7 +95,8 @@ def cancel_refusal(run_id: str, status: str, *, unconfirmed: bool = False) -> Re
     remote stop was not confirmed (``unconfirmed``, see :func:`stop_unconfirmed`); else why not."""
     if status not in FINAL_RUN_STATUSES or (unconfirmed and status == "cancelled"):
         return None
-    return Refusal(f"run {run_id} already finished ({status}); there is nothing to cancel", f"orch runs show {run_id}")
+    short = short_run_id(run_id)
+    return Refusal(f"run {short} already finished ({status}); there is nothing to cancel", f"orch runs show {short}")
 
 
 def resume_fields(params: Mapping[str, Any] | None, info: Mapping[str, Any] | None) -> dict[str, Any]:

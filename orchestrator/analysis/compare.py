@@ -17,6 +17,8 @@ measurement scatters. A case is *noisy* when its change cannot be told from that
 change and the scatter are compared as factors, on a log scale); its verdict is then ``within noise`` instead of
 ``regression``/``improvement``, and its ratio is kept — unless a side scatters so widely that no useful change could
 be told from it (``log_band`` above ``NOT_JUDGED_BAND``): then ``noisy: not judged``, never ``within noise``.
+A side with fewer samples than the rank test needs is ``too few samples: not judged`` (``TOO_FEW``, set where the
+sample counts are known: ``store.stats_repo.with_statistics``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Direction = Literal["lower", "higher"]
-Verdict = Literal["regression", "improvement", "unchanged", "within noise", "noisy: not judged", "n/a"]
+Verdict = Literal[
+    "regression", "improvement", "unchanged", "within noise", "noisy: not judged", "too few samples: not judged", "n/a"
+]
 
 _LOWER_UNITS = frozenset({"ms", "us", "µs", "s", "ns", "s/token", "ms/token", "us/token", "µs/token"})
 _HIGHER_UNITS = frozenset({"GB/s", "TB/s", "TFLOP/s", "tokens/s", "tok/s", "token/s", "req/s", "%", "1/s"})
@@ -210,7 +214,13 @@ WIDE_SPREAD = 0.20
 p10–p90 half-width (~10%) is then twice compare's 5% threshold, so a change of the size
 compare calls cannot be told from one such measurement (``store.repo.COMPARE_THRESHOLD``)."""
 
-VERDICTS: tuple[Verdict, ...] = ("regression", "improvement", "unchanged", "within noise", "noisy: not judged", "n/a")
+VERDICTS: tuple[Verdict, ...] = (
+    "regression", "improvement", "unchanged", "within noise", "noisy: not judged", "too few samples: not judged", "n/a"
+)
+TOO_FEW: Verdict = "too few samples: not judged"
+"""The verdict of a case one of whose sides holds fewer samples than the rank test needs
+(``analysis.stats.MIN_SAMPLES``; set by ``store.stats_repo.with_statistics``): a single measurement has no
+spread, so neither the test nor its p10/p90 can tell a change from noise."""
 
 
 def relative_spread(median: Any, p10: Any, p90: Any) -> float | None:

@@ -149,8 +149,11 @@ class Views:
 
 
 def short_id(run_id: str) -> str:
-    """The last 8 hex digits of a run id, as ``orch runs list`` prints it."""
-    return run_id.replace("-", "")[-8:]
+    """The run's short id as ``orch runs list`` prints it (``store.compute.short_run_id``: the last 8 hex digits,
+    more where another run of the store shares them)."""
+    from orchestrator.store.compute import short_run_id
+
+    return short_run_id(run_id)
 
 
 def fmt_bytes(n: float) -> str:

@@ -213,7 +213,8 @@ class CompareCaseOut(_Out):
     )
     verdict: Verdict = Field(
         description="by the metric's direction and `threshold`; `within noise` when noisy, `noisy: not judged` "
-        "when noisy and a side's band sqrt(p90 / p10) - 1 exceeds 50%, `n/a` when the "
+        "when noisy and a side's band sqrt(p90 / p10) - 1 exceeds 50%, `too few samples: not judged` when a side "
+        "has fewer than 3 samples (`n_base`, `n_head`), `n/a` when the "
         "direction (lower or higher is better) is unknown"
     )
     warnings: list[str] = Field(
@@ -227,6 +228,10 @@ class CompareCaseOut(_Out):
         description="the sides (base, head) whose (p90 - p10) / median exceeds 0.20: a noisy measurement "
         "(docs/metrics.md, Noisy measurements)",
     )
+    n_base: int | None = Field(
+        default=None, description="base's samples of the case (raw samples, else the metric's n); null when unknown"
+    )
+    n_head: int | None = Field(default=None, description="head's samples of the case; null when unknown")
 
 
 class ComparisonOut(_Out):
@@ -254,7 +259,7 @@ class ComparisonOut(_Out):
     verdicts: dict[str, int] = Field(
         default_factory=dict,
         description="how many cases have each verdict (regression, improvement, unchanged, within noise, "
-        "noisy: not judged, n/a): "
+        "noisy: not judged, too few samples: not judged, n/a): "
         "the counts of the cases' `verdict`, as the CLI's summary prints them",
     )
     wide_cases: int = Field(default=0, description="how many cases have a noisy side (`wide` not empty)")

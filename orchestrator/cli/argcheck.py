@@ -100,3 +100,13 @@ def refuse_foreign_digits(args: Sequence[str], numeric: frozenset[str]) -> None:
                 f"{opt} {val!r}: a number must be written in ASCII digits 0-9",
                 f"for example {opt} {_ascii_number(val)}",
             )
+
+
+LABEL_MAX = 255  # characters; the runs.label column's String(255)
+
+
+def check_label(text: str, example: str) -> None:
+    """Refuse a run label that is not one line of at most ``LABEL_MAX`` characters without control characters
+    (``orch runs label`` and ``orch run --label`` alike): UsageError (exit 2), ``example`` as its hint."""
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text) or len(text) > LABEL_MAX:
+        raise UsageError(f"a label is one line of at most {LABEL_MAX} characters, without control characters", example)

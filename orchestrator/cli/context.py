@@ -94,7 +94,7 @@ class AppContext:
         return is_sqlite
 
     def _open_store(self, create: bool) -> Store:
-        from orchestrator.store import schema_head
+        from orchestrator.store import compute, schema_head
         from orchestrator.store.repo import Store
 
         if self._store is None:
@@ -110,6 +110,8 @@ class AppContext:
                     from orchestrator.store import migrate
 
                     migrate.check_at_head(store.engine)  # a server database is migrated by `orch db upgrade`
+                # two runs with one short id (the last 8 digits): every id the CLI prints is made longer there
+                compute.use_longer_short_ids(store.longer_short_ids())
             except BaseException:
                 store.close()
                 raise

@@ -39,7 +39,10 @@ def _show_version(value: bool) -> None:
         raise typer.Exit()
 
 
-INVENTORY_HELP = "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml)."
+INVENTORY_HELP = (
+    "Inventory YAML file (default: $ORCH_INVENTORY or ./inventory.yaml); -i PATH, -iPATH and -i=PATH alike, "
+    "before or after the subcommand."
+)
 DB_HELP = "Database URL (default: $ORCH_DB_URL or sqlite:///./orch.db)."
 EXIT_CODES_HELP = (
     "Exit status: 0 success; 1 a host or run failed; 2 usage or configuration error; 130 interrupted; killed by "
@@ -96,6 +99,12 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
             rest.extend(argv[i:])
             break
         name, eq, value = tok.partition("=")
+        if _attached_inventory(tok):  # -iPATH (click's attached short option) or -i=PATH, before or after it
+            name, eq, value = "-i", "=", tok[3:] if tok[2] == "=" else tok[2:]
+        if not in_sub and name == "-i" and eq:  # -i=PATH before the subcommand: PATH, as after it (not "=PATH")
+            rest += ["-i", value]
+            i += 1
+            continue
         if in_sub and name in GLOBAL_VALUE_OPTIONS and _option(cmd, name) is None:
             if not eq and i + 1 == len(argv):
                 raise UsageError(f"{name} needs a value", f"e.g. {name} {_EXAMPLES[name]}")
@@ -117,6 +126,11 @@ def hoist_global_options(argv: list[str], root: Any) -> list[str]:
             cmd, in_sub = sub, True
     # After the root's own options, so that click's "the last value counts" makes a later --db win.
     return rest[:first_sub] + front + rest[first_sub:]
+
+
+def _attached_inventory(tok: str) -> bool:
+    """``-iPATH``: the short inventory option with its value attached (click reads it so before the subcommand)."""
+    return tok.startswith("-i") and not tok.startswith("--") and len(tok) > 2
 
 
 def _option(cmd: Any, name: str) -> Any:
@@ -199,6 +213,45 @@ def app_for(args: list[str]) -> typer.Typer:
     return full_app()
 
 
+def _reader_gone_is_sigpipe(cmd: Any) -> None:
+    """Make a write to stdout whose reader went away (``orch runs logs RUN | head -1``) end the process by SIGPIPE,
+    whichever command or help text wrote it: ``cmd``'s ``make_context`` (where --help and --version print) and
+    ``invoke`` are wrapped so that the BrokenPipeError reaches :func:`fastexit.broken_pipe` before click's
+    ``Command.main``, which turns any EPIPE into ``sys.exit(1)`` (in orch's exit status: a host or run failed),
+    even with ``standalone_mode=False``. A BrokenPipeError with stdout's reader still there (a pipe to a host, a
+    socket) is a real error and is raised on."""
+
+    def guarded(method: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except BrokenPipeError:
+                if _stdout_reader_gone():
+                    from orchestrator.cli import fastexit
+
+                    fastexit.broken_pipe()
+                raise
+
+        return call
+
+    cmd.make_context = guarded(cmd.make_context)
+    cmd.invoke = guarded(cmd.invoke)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe with no reader left: Linux sets POLLERR on a pipe's write end once its read end is
+    closed by every process (pipe(7), poll(2)). False for anything else, or where stdout has no descriptor."""
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poller.poll(0))
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the app inside the one error boundary (OrchError -> red line + exit code)."""
     try:
@@ -209,6 +262,7 @@ def main(argv: list[str] | None = None) -> None:
         cmd = typer.main.get_command(app_for(args))
         unbroken_hyphens(cmd)
         refuse_foreign_digits(args, numeric_options(cmd))
+        _reader_gone_is_sigpipe(cmd)
         rv = cmd.main(args=hoist_global_options(args, cmd), standalone_mode=False, prog_name="orch")
     except OrchError as exc:
         render.error(exc)

@@ -932,7 +932,9 @@ def comparison_table(cmp: Any) -> None:
     common, varying = split_case_params([x.case for x in cmp.cases], skip=("seed",))
     every = f"\n[dim]every case: {safe(_case_text(common))}[/dim]" if common else ""
     tested = any(getattr(x, "stats", None) is not None for x in cmp.cases)
-    cells: dict[str, list[str]] = {k: [] for k in ("host", "case", "base", "head", "ratio", "ci", "q", "verdict")}
+    cells: dict[str, list[str]] = {k: [] for k in ("host", "case", "base", "head", "n", "ratio", "ci", "q", "verdict")}
+    counted_n = any(getattr(x, "n_base", None) is not None or getattr(x, "n_head", None) is not None
+                    for x in cmp.cases)  # fmt: skip
     for x in cmp.cases:
         verdict = _VERDICT_STYLE.get(x.verdict, "{}").format(x.verdict)
         if x.warnings:
@@ -943,15 +945,21 @@ def comparison_table(cmp: Any) -> None:
             ("host", safe(x.host or "*")), ("case", case or "-"),
             ("base", _with_spread({"median": x.base, "p10": x.base_p10, "p90": x.base_p90})),
             ("head", _with_spread({"median": x.head, "p10": x.head_p10, "p90": x.head_p90})),
-            ("ratio", _ratio(x.ratio)), ("ci", ci), ("q", q), ("verdict", verdict),
+            ("n", _sample_counts_cell(x)), ("ratio", _ratio(x.ratio)), ("ci", ci), ("q", q), ("verdict", verdict),
         ):  # fmt: skip
             cells[key].append(cell)
+    # the samples per side (n: base/head): once above the table when every case has the same, else a column
+    n_column = counted_n and len(set(cells["n"])) > 1
+    if counted_n and not n_column:
+        nb, nh = cells["n"][0].split("/")
+        every += f"\n[dim]samples per case: base {nb}, head {nh}[/dim]"
     # in a narrow terminal q, then the CI, then base and head go (the caption names them); a number is never split:
     # a value and its (p10–p90) wrap only at the space between them
     cols = [
         Col("host", cells["host"]), Col("case", cells["case"], wrap=True),
         Col("base (p10–p90)", cells["base"], drop=2, wrap=True, justify="right"),
         Col("head (p10–p90)", cells["head"], drop=2, wrap=True, justify="right"),
+        *((Col("n", cells["n"], drop=1, justify="right"),) if n_column else ()),
         Col("head/base", cells["ratio"], justify="right"),
         *((Col("95% CI", cells["ci"], drop=3, justify="right"), Col("q", cells["q"], drop=4, justify="right"))
           if tested else ()),
@@ -976,6 +984,12 @@ def comparison_table(cmp: Any) -> None:
         if x.warnings:
             where = f"{safe(x.host or '*')} {safe(_case_text(x.case, ('seed',)))}"
             c.print(f"[yellow]warning:[/yellow] {where}: {safe('; '.join(x.warnings))}", soft_wrap=True)
+
+
+def _sample_counts_cell(x: Any) -> str:
+    """``20/1``: the samples of base and of head of a compared case (``?`` for a side whose count is unknown)."""
+    nb, nh = getattr(x, "n_base", None), getattr(x, "n_head", None)
+    return f"{'?' if nb is None else nb}/{'?' if nh is None else nh}"
 
 
 NOISY_MARK = " [yellow]noisy[/yellow]"
@@ -1023,6 +1037,7 @@ _VERDICT_STYLE = {
     "improvement": "[green]{}[/green]",
     "within noise": "[dim]{}[/dim]",
     "noisy: not judged": "[yellow]{}[/yellow]",
+    "too few samples: not judged": "[yellow]{}[/yellow]",
 }
 
 
@@ -1178,6 +1193,12 @@ def runs_to_remove(runs: list[Any]) -> None:
 
 def removed(runs: list[Any]) -> None:
     console().print(f"deleted {counted(len(runs), 'run')}: " + ", ".join(short_run_id(r.id) for r in runs))
+
+
+def nothing_removed(runs: list[Any]) -> None:
+    """``orch runs rm`` answered no at its prompt: the runs are kept, said so."""
+    kept = ", ".join(short_run_id(r.id) for r in runs)
+    console().print(f"nothing removed: {counted(len(runs), 'run')} kept: {kept}")
 
 
 def cancelled(outcome: Any) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from orchestrator.cli import complete, fastexit, grouped, render
+from orchestrator.cli.argcheck import check_label
 from orchestrator.cli.context import app_context
 from orchestrator.errors import UsageError
 from orchestrator.limits import ensure_open_files, selected_count
@@ -48,7 +49,9 @@ def run(
     preset: Annotated[
         str | None, typer.Option("--preset", help="Parameter preset (kimi-k2 on CUDA hosts, tiny otherwise).")
     ] = None,
-    repeat: Annotated[int | None, typer.Option("--repeat", min=1, help="Timed samples per case (default 20).")] = None,
+    repeat: Annotated[
+        int | None, typer.Option("--repeat", min=1, help="Timed samples per case (default: the suite's).")
+    ] = None,
     label: Annotated[str | None, typer.Option("--label", help="Free text stored with the run.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")] = False,
     resume: Annotated[
@@ -97,6 +100,8 @@ def run(
     from orchestrator.runner import Runner, RunRequest
 
     app = app_context(ctx)
+    if label is not None:
+        check_label(label, 'e.g. orch run moe-sweep --hosts b300 --label "nightly fp8"')
     if resume is None and (suite is None or hosts is None):
         raise UsageError(
             "orch run needs SUITE and --hosts (or --resume RUN_ID)", "for example: orch run moe-sweep --hosts b300"

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from orchestrator.cli import regress, render, runs_import, runs_plot
+from orchestrator.cli.argcheck import check_label
 from orchestrator.cli.context import app_context
 from orchestrator.errors import OrchError, UsageError
 from orchestrator.rundoc import run_document
-from orchestrator.store.compute import RUN_REF_FORMS
+from orchestrator.store.compute import RUN_REF_FORMS, short_run_id
 from orchestrator.store.records import RUN_STATUSES, RunFilter
 from orchestrator.wording import counted
 
@@ -150,8 +151,9 @@ def compare(
     metric: Annotated[str | None, typer.Option(help="Metric to compare; default time_ms, else the first.")] = None,
     json_out: JsonOpt = False,
 ) -> None:
-    """Per-case ratio head/base of the medians, a verdict ('within noise' when the stored p10-p90 spread hides
-    the change), and the geometric mean. Runs of different suites, sharing no case, or one run named twice are an
+    """Per-case ratio head/base of the medians, the samples of each side (n: base/head), a verdict ('within
+    noise' when the stored p10-p90 spread hides the change; 'too few samples: not judged' when a side has fewer
+    than 3), and the geometric mean. Runs of different suites, sharing no case, or one run named twice are an
     error (exit 2), as in `orch runs check`."""
     with _store(ctx) as store:
         result = store.compare(store.resolve_run_id(base), store.resolve_run_id(head), metric=metric)
@@ -171,11 +173,7 @@ def label_run(
     json_out: JsonOpt = False,
 ) -> None:
     """Set (or with "" remove) a run's label."""
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text) or len(text) > 255:
-        raise UsageError(
-            "a label is one line of at most 255 characters, without control characters",
-            'e.g. orch runs label latest "nightly fp8"',
-        )
+    check_label(text, 'e.g. orch runs label latest "nightly fp8"')
     with _store(ctx) as store:
         summary = store.set_label(store.resolve_run_id(run_id), text or None)
     if json_out:
@@ -198,8 +196,8 @@ def remove_runs(
         running = [r for r in runs if r.status in ("pending", "running")]
         if running:
             raise UsageError(
-                f"run {running[0].id} is still {running[0].status}; it is not deleted",
-                f"stop it first with orch cancel {running[0].id}",
+                f"run {short_run_id(running[0].id)} is still {running[0].status}; it is not deleted",
+                f"stop it first with orch cancel {short_run_id(running[0].id)}",
             )
         render.runs_to_remove(runs)
         if not yes:
@@ -210,7 +208,8 @@ def remove_runs(
                 )
             whose = "its" if len(runs) == 1 else "their"
             if not typer.confirm(f"Delete {counted(len(runs), 'run')} and {whose} results?", default=False):
-                raise typer.Exit(1)
+                render.nothing_removed(runs)  # declined: what was asked, done (exit 0); no host or run failed
+                return
         for r in runs:
             store.delete_run(r.id)
     render.removed(runs)

@@ -37,6 +37,7 @@ from orchestrator.inventory import Host, Inventory
 from orchestrator.slurm import jobs
 from orchestrator.slurm.config import SlurmGroup
 from orchestrator.slurm.multinode import across_allocation, spans_nodes
+from orchestrator.store.compute import short_run_id
 from orchestrator.suites.registry import resolve
 from orchestrator.suites.secrets import redact_spec
 from orchestrator.transport import open_transport
@@ -319,7 +320,7 @@ class SlurmDriver:
                 if lost > LOGIN_RETRIES:
                     raise HostError(
                         self.job.login.name, f"lost the login node: {exc.message}",
-                        f"the job goes on; collect it later with orch run --resume {self.r.run_id}",
+                        f"the job goes on; collect it later with orch run --resume {short_run_id(self.r.run_id)}",
                     ) from None  # fmt: skip
                 self.r.observer.host_state(self.label, "reconnecting", exc.message)
                 await asyncio.sleep(POLL_S * lost)
@@ -460,14 +461,15 @@ async def cancel_slurm_run(inventory: Inventory, store: Store, run_id: str, info
     group = slurm_group_of(inventory, info)
     job = SlurmJob(group, login_host(inventory, group), run_id, timeout_s, info=dict(info))
     if not job.job_id:
-        raise UsageError(f"run {run_id} has no Slurm job id stored (sbatch did not answer)",
-                         f"orch runs show {run_id}")  # fmt: skip
+        raise UsageError(f"run {short_run_id(run_id)} has no Slurm job id stored (sbatch did not answer)",
+                         f"orch runs show {short_run_id(run_id)}")  # fmt: skip
     try:
         js = await job.state()  # scancel of an ended job says nothing: tell the user, and how to collect it
         if js is not None and js.terminal:
             raise UsageError(
-                f"Slurm job {job.job_id} of run {run_id} already ended ({js.state}); there is nothing to cancel",
-                f"collect what it left with orch run --resume {run_id}",
+                f"Slurm job {job.job_id} of run {short_run_id(run_id)} already ended ({js.state}); there is "
+                "nothing to cancel",
+                f"collect what it left with orch run --resume {short_run_id(run_id)}",
             )
         await job.cancel()
     finally:

@@ -57,7 +57,34 @@ def short_run_id(run_id: str) -> str:
     is ambiguous for runs started together; the tail is random (62 bits of ``rand_b``), so 8 digits (32 bits)
     collide with probability ~n²/2³³ among n runs (about 1e-4 at 1,000 runs). ``Store.resolve_run_id`` takes it.
     """
-    return run_id.replace("-", "")[-SHORT_ID_LEN:]
+    longer = _LONGER_SHORT_IDS.get(run_id)
+    return longer if longer is not None else run_id.replace("-", "")[-SHORT_ID_LEN:]
+
+
+_LONGER_SHORT_IDS: dict[str, str] = {}
+
+
+def use_longer_short_ids(longer: Mapping[str, str]) -> None:
+    """Make :func:`short_run_id` print ``longer[run_id]`` for each run id given: the ids of a store whose last 8
+    digits are shared by another run (``distinct_short_ids`` of them; ``Store.longer_short_ids``), set by the CLI
+    when it opens the store. Replaces what was set before."""
+    _LONGER_SHORT_IDS.clear()
+    _LONGER_SHORT_IDS.update(longer)
+
+
+def distinct_short_ids(run_ids: Iterable[str]) -> dict[str, str]:
+    """Per run id, its shortest tail of at least ``SHORT_ID_LEN`` hex digits (dashes left out) that no other id
+    of ``run_ids`` ends with — as git lengthens an abbreviated hash until it is unique. Pure.
+
+    E.g. ``…-aaaa1234abcd`` and ``…-bbbb1234abcd`` (one tail ``1234abcd``): ``a1234abcd`` and ``b1234abcd``."""
+    digits = {rid: rid.replace("-", "") for rid in run_ids}
+    out: dict[str, str] = {}
+    for rid, d in digits.items():
+        n = SHORT_ID_LEN
+        while n < len(d) and any(o != rid and e.endswith(d[-n:]) for o, e in digits.items()):
+            n += 1
+        out[rid] = d[-n:]
+    return out
 
 
 def case_key(case: Mapping[str, Any]) -> str:

@@ -195,6 +195,8 @@ class CompareCase:
     warnings: list[str] = field(default_factory=list)
     stats: CaseStats | None = None
     wide: list[str] = field(default_factory=list)  # "base"/"head": the side whose spread is noisy (is_wide)
+    n_base: int | None = None  # samples per side (raw samples, else the metric's n); None when not known
+    n_head: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

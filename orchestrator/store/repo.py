@@ -701,17 +701,29 @@ class Store:
         if not rows:
             raise NotFoundError(f"no run matches {ref!r}", "list runs with `orch runs list` (its ID column)")
         if len(rows) > 1:
+            # each named by an id that names it alone: its short id, longer where the matches share its tail
+            among = compute.distinct_short_ids(i for i, _, _ in rows)
+            named = {i: max(among[i], compute.short_run_id(i), key=len) for i, _, _ in rows}
             shown = "; ".join(
-                f"{compute.short_run_id(i)} ({suite}, {started:%Y-%m-%d %H:%M})" if started else
-                f"{compute.short_run_id(i)} ({suite})"
+                f"{named[i]} ({suite}, {started:%Y-%m-%d %H:%M})" if started else f"{named[i]} ({suite})"
                 for i, suite, started in rows[:5]
             )
             raise UsageError(
                 f"run id {ref!r} is ambiguous: it matches {shown}{'; ...' if len(rows) > 5 else ''}",
-                "type more characters of the short id, as the ID column of `orch runs list` prints it "
-                "(8 characters), or the full id (`orch runs show SHORT_ID --json` prints it as \"id\")",
+                "name the run by one of the ids above, as the ID column of `orch runs list` prints it, or by its "
+                "full id (`orch runs show ID --json` prints it as \"id\")",
             )
         return str(rows[0][0])
+
+    def longer_short_ids(self) -> dict[str, str]:
+        """The runs whose short id (the last 8 hex digits, ``compute.short_run_id``) another run of the store
+        shares, each with its shortest tail that no other run ends with (``compute.distinct_short_ids``); empty
+        when every short id is unique (one GROUP BY over the runs' ids)."""
+        tail = func.substr(RunRow.id, 37 - compute.SHORT_ID_LEN, compute.SHORT_ID_LEN)  # a UUID's last 8 digits
+        with self._read() as s:
+            shared = select(tail).group_by(tail).having(func.count() > 1)
+            ids = s.scalars(select(RunRow.id).where(tail.in_(shared))).all()
+        return compute.distinct_short_ids(ids)
 
     def stored_suites(self) -> list[str]:
         """The names of the suites that have at least one stored run, sorted."""
@@ -986,7 +998,8 @@ class Store:
             base_run, head_run = self._run(s, base), self._run(s, head)
             if base_run.id == head_run.id:
                 raise IncomparableError(
-                    f"base and head are the same run ({base_run.id}): a run compared with itself shows nothing",
+                    f"base and head are the same run ({compute.short_run_id(base_run.id)}): a run compared with "
+                    "itself shows nothing",
                     "pass an earlier run as base and the candidate as head: `orch runs compare latest~1 latest`",
                 )
             if base_run.suite != head_run.suite:

@@ -14,7 +14,7 @@ from typing import Any
 from sqlalchemy import select
 
 from orchestrator.analysis import stats
-from orchestrator.analysis.compare import Verdict, metric_direction
+from orchestrator.analysis.compare import TOO_FEW, Verdict, metric_direction
 from orchestrator.store.models import Calibration, Result
 from orchestrator.store.models import Run as RunRow
 from orchestrator.store.records import Comparison
@@ -74,7 +74,22 @@ def sample_counts(store: Store, run_id: str, metric: str, *, by_host: bool = Tru
     """How many measurements of ``metric`` the run's ok results hold, per (host, case_key) (per (None, case_key)
     when not ``by_host``): a result's raw sample count, else its metric's stored ``n``, else 1 (a lone value is
     one measurement). Cases without the metric are absent."""
-    out: dict[_Key, int] = defaultdict(int)
+    counts = _result_counts(store, run_id, metric, by_host)
+    return {k: sum(1 if n is None else n for n in ns) for k, ns in counts.items()}
+
+
+def known_sample_counts(store: Store, run_id: str, metric: str, *, by_host: bool = True) -> dict[_Key, int]:
+    """As ``sample_counts``, but only where every result of a (host, case_key) says how many measurements it
+    holds (raw samples, the metric's ``n``, or a lone value without p10/p90): a result that stored a p10/p90 summary
+    without its count makes its case's count unknown (absent), never 1."""
+    counts = _result_counts(store, run_id, metric, by_host)
+    return {k: sum(n for n in ns if n is not None) for k, ns in counts.items() if None not in ns}
+
+
+def _result_counts(store: Store, run_id: str, metric: str, by_host: bool) -> dict[_Key, list[int | None]]:
+    """Per (host, case_key), each ok result's count of measurements of ``metric``: its raw samples, else its
+    metric's ``n``, else 1 for a lone value (no p10/p90), else None (a summary stored without its count)."""
+    out: dict[_Key, list[int | None]] = defaultdict(list)
     with store._read() as s:
         rows = s.execute(
             select(Result.host, Result.case_key, Result.metrics, Result.samples).where(
@@ -87,13 +102,14 @@ def sample_counts(store: Store, run_id: str, metric: str, *, by_host: bool = Tru
             continue
         xs = (samples or {}).get(metric) if isinstance(samples, dict) else None
         n = m.get("n")
+        count: int | None = None
         if isinstance(xs, list) and xs:
             count = len(xs)
         elif isinstance(n, int) and not isinstance(n, bool) and n > 0:
             count = n
-        else:
-            count = 1
-        out[(host if by_host else None, key)] += count
+        elif m.get("p10") is None and m.get("p90") is None:
+            count = 1  # a lone value, no spread: one measurement (a command suite's `repeat: 1`)
+        out[(host if by_host else None, key)].append(count)
     return dict(out)
 
 
@@ -216,6 +232,22 @@ def calibrations(store: Store, suite: str, metric: str | None = None) -> list[Ca
         ]
 
 
+def _with_sample_counts(store: Store, cmp: Comparison, *, by_host: bool) -> Comparison:
+    """``cmp`` with each case's ``n_base``/``n_head`` (``known_sample_counts``), and the verdict ``TOO_FEW``
+    (``too few samples: not judged``) where a side holds fewer than ``stats.MIN_SAMPLES``: one measurement has
+    no spread, so neither the rank test nor the p10/p90 rule can tell its change from noise (a single head sample
+    5% off a base whose p10-p90 spans 20% was called a regression)."""
+    nb, nh = (known_sample_counts(store, rid, cmp.metric, by_host=by_host) for rid in (cmp.base, cmp.head))
+    cases = []
+    for c in cmp.cases:
+        key = (c.host if by_host else None, c.case_key)
+        n_base, n_head = nb.get(key), nh.get(key)
+        few = any(n is not None and n < stats.MIN_SAMPLES for n in (n_base, n_head))
+        c = replace(c, n_base=n_base, n_head=n_head)
+        cases.append(replace(c, verdict=TOO_FEW, noisy=None) if few else c)
+    return replace(cmp, cases=cases, noisy=sum(1 for c in cases if c.noisy))
+
+
 def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) -> Comparison:
     """``cmp`` with every case's ``stats`` (``analysis.stats``: Mann–Whitney U, bootstrap interval of the ratio of
     medians, Benjamini–Hochberg across the cases) from the runs' raw samples, and its ``verdict`` from that call
@@ -223,9 +255,10 @@ def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) ->
     is its stored calibration's A/A spread (for the compared metric and the runs' suite), else the within-run
     spread; ``noise_floor`` says which. Over ``STATS_MAX_CASES`` cases, or without samples, ``cmp`` keeps its
     p10/p90 verdicts and ``noise_floor`` says why."""
+    by_host = cmp.paired_on == "host+case"
+    cmp = _with_sample_counts(store, cmp, by_host=by_host)
     if len(cmp.cases) > STATS_MAX_CASES:
         return replace(cmp, noise_floor=f"not tested: {len(cmp.cases)} cases > {STATS_MAX_CASES}; p10/p90 only")
-    by_host = cmp.paired_on == "host+case"
     base, head = (case_samples(store, rid, cmp.metric, by_host=by_host) for rid in (cmp.base, cmp.head))
     with store._read() as s:
         suite = s.scalar(select(RunRow.suite).where(RunRow.id == cmp.base)) or ""
@@ -240,7 +273,7 @@ def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) ->
     for i, c in enumerate(cmp.cases):
         key = (c.host, c.case_key)
         b, h = base.get(key, []), head.get(key, [])
-        if not b or not h:
+        if not b or not h or c.verdict == TOO_FEW:
             continue
         calibrated = cal.get((c.host, c.case_key)) if c.host is not None else None
         band, source = stats.noise_band(b, h, calibrated)
@@ -251,7 +284,17 @@ def with_statistics(store: Store, cmp: Comparison, *, seed: int = stats.SEED) ->
         per_case[i] = one
     tested = [x for x in per_case if x is not None]
     if not tested:
-        return replace(cmp, noise_floor="no raw samples stored; p10/p90 only")
+        few = sum(1 for c in cmp.cases if c.verdict == TOO_FEW)
+        if few == len(cmp.cases):
+            floor = f"not tested: a side has fewer than {stats.MIN_SAMPLES} samples"
+        elif few:
+            floor = (
+                f"not tested: {few} of {len(cmp.cases)} cases have a side of fewer than {stats.MIN_SAMPLES} samples, "
+                "the rest no raw samples stored; p10/p90 only"
+            )
+        else:
+            floor = "no raw samples stored; p10/p90 only"
+        return replace(cmp, noise_floor=floor)
     called = iter(stats.call_cases(tested, direction))
     cases = []
     for c, st in zip(cmp.cases, per_case, strict=True):

@@ -42,7 +42,9 @@ def require_suite(registry: Registry, suite: str, run_id: str, info: dict[str, A
         given = f"the run was started from {path}: pass --suite-dir {Path(path).parent}"
     else:
         given = "pass --suite-dir DIR, the directory of the suite file the run was started from"
+    from orchestrator.store.compute import short_run_id
+
     raise SuiteError(
-        f"run {run_id} is of suite {suite!r}, which is not known without its suite file",
+        f"run {short_run_id(run_id)} is of suite {suite!r}, which is not known without its suite file",
         f"{given} (or set ORCH_SUITE_DIR); suites known now: {', '.join(registry.names())}",
     )

@@ -3,6 +3,7 @@ fix with exit 2 — never a traceback (exit 70), a misleading "database error" o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -134,6 +135,31 @@ def test_db_before_and_after_the_subcommand_the_later_wins(local: Orch) -> None:
     assert "the last one counts" in local("--help").stdout
 
 
+def test_every_spelling_of_the_inventory_option_means_the_same_before_and_after_the_subcommand(local: Orch) -> None:
+    """The finding: `orch hosts list -i/path/inv.yaml` failed with "No such option: -i", and `orch -i=/path/inv.yaml
+    hosts list` read the file "=/path/inv.yaml" (after the subcommand -i= meant the path already)."""
+    inv = local.cwd / "other.yaml"
+    inv.write_text("groups:\n  o:\n    hosts:\n      other1: {connection: local}\n")
+    for spelling in (["-i", str(inv)], [f"-i{inv}"], [f"-i={inv}"], ["--inventory", str(inv)], [f"--inventory={inv}"]):
+        for args in ([*spelling, "hosts", "list", "--json"], ["hosts", "list", "--json", *spelling]):
+            res = local(*args)
+            assert res.returncode == 0, (args, res.stderr)
+            assert [h["name"] for h in json.loads(res.stdout)["hosts"]] == ["other1"], args
+    helped = " ".join(local("--help").stdout.split())
+    assert "-i PATH, -iPATH and -i=PATH alike, before or after the subcommand" in helped
+
+
 @pytest.mark.parametrize("option", ["--db", "--inventory", "-i"])
 def test_global_option_without_its_value_after_the_subcommand(local: Orch, option: str) -> None:
     _usage(local("runs", "list", option), f"{option} needs a value")
+
+
+@pytest.mark.parametrize("label", ["two\nlines", "x" * 256, "bell\x07"])
+def test_run_label_is_refused_as_runs_label_refuses_it(local: Orch, label: str) -> None:
+    """The finding: `orch run --label` stored a label with a newline or over 255 characters, which `orch runs
+    label` refuses; now both refuse it with one message, exit 2, before any run starts."""
+    before = len(local.json("runs", "list")["items"])
+    for args in (("runs", "label", "latest", label), ("run", "noop", "--hosts", "l1", "--label", label)):
+        _usage(local(*args), "a label is one line of at most 255 characters, without control characters")
+    assert len(local.json("runs", "list")["items"]) == before  # no run was started
+    assert local("run", "noop", "--hosts", "l1", "--label", "x" * 255).returncode == 0

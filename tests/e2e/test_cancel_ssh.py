@@ -155,7 +155,7 @@ def test_orch_cancel_stops_every_process_of_the_run_on_each_host(
             assert (done["type"], done["status"]) == ("done", "cancelled"), lines[-1]
         again = orch("cancel", run_id)
         assert again.returncode == 2, again.stdout + again.stderr
-        assert f"run {run_id} already finished (cancelled); there is nothing to cancel" in again.stderr
+        assert f"run {run_id[-8:]} already finished (cancelled); there is nothing to cancel" in again.stderr
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -1,10 +1,10 @@
 """``orch runs check`` when the cases have too few samples for the rank test (the suite default ``repeat: 1``,
 or ``--repeat 3``: 3 against 3 can never reach p <= 0.05), over real sshd.
 
-A 2x slowdown with one sample each is a regression by compare's 5% threshold on the medians (what ``runs
-compare`` says of the same pair) and exits 1; a 1% change with one sample each cannot be judged: exit 3,
-``inconclusive``, naming the --repeat that would let the test judge it, unless ``--min-change`` decides on
-the medians; a run checked against itself is a usage error (exit 2)."""
+A 2x slowdown with one sample each is a regression by compare's 5% threshold on the medians (``runs compare``
+says ``too few samples: not judged`` of the same pair) and exits 1; a 1% change with one sample each cannot be
+judged: exit 3, ``inconclusive``, naming the --repeat that would let the test judge it, unless ``--min-change``
+decides on the medians; a run checked against itself is a usage error (exit 2)."""
 
 from __future__ import annotations
 
@@ -55,9 +55,10 @@ def test_check_never_passes_what_it_cannot_judge(two_hosts: tuple[Orch, list[Any
     base = _run(orch, suites, val, "10")
     head = _run(orch, suites, val, "20")
 
-    # runs compare and runs check agree: 3 regressions, by the 5% threshold on the medians (not tested)
+    # runs compare judges no case of one sample a side; runs check's rule on the medians calls 3 regressions by
+    # compare's 5% threshold (not tested)
     cmp = orch.json("runs", "compare", base, head)
-    assert sorted(c["verdict"] for c in cmp["cases"]) == ["regression"] * 3, cmp["cases"]
+    assert sorted(c["verdict"] for c in cmp["cases"]) == ["too few samples: not judged"] * 3, cmp["cases"]
     res = orch("runs", "check", head, "--base", base, "--suite-dir", str(suites))
     assert res.returncode == 1, res.stdout + res.stderr
     assert (

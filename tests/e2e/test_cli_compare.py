@@ -104,18 +104,41 @@ def test_summary_counts_are_the_tables_verdicts_not_the_noisy_flags(orch: Orch, 
     verdicts = {c.case["M"]: c.verdict for c in cmp.cases}
     assert verdicts == {1: "improvement", 16: "regression", **dict.fromkeys(flat, "within noise")}
     assert cmp.verdicts == {"regression": 1, "improvement": 1, "unchanged": 0, "within noise": 5,
-                            "noisy: not judged": 0, "n/a": 0}  # fmt: skip
+                            "noisy: not judged": 0, "too few samples: not judged": 0, "n/a": 0}  # fmt: skip
     res = orch("runs", "compare", base, head)
     assert res.returncode == 0, res.stderr
     out = " ".join(res.stdout.split())
     assert "over 7 cases: 1 regression, 1 improvement, 5 within noise (paired on host+case)" in out
     assert "statistics: 1 slower, 1 faster at FDR 0.05" in out
     assert "6 within noise" not in out
-    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in res.stdout.splitlines() if line.count("│") == 9]
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in res.stdout.splitlines() if line.count("│") == 10]
     assert [r[-1] for r in rows].count("within noise") == 5
+    assert {r[4] for r in rows} == {"20/20", "400/400"}  # n: base/head
     m16 = next(r for r in rows if r[1] == "M=16")
     assert m16[2].endswith("noisy") and m16[3].endswith("noisy")  # 15% sd: p10–p90 ≈ 38% of the median
     js = orch("runs", "compare", base, head, "--json")
     assert js.returncode == 0, js.stderr
     doc = json.loads(js.stdout)
     assert doc["verdicts"] == cmp.verdicts and doc["wide_cases"] == 1
+
+
+def test_a_side_of_one_sample_is_not_judged_and_the_summary_says_why(orch: Orch, store: Store) -> None:
+    """The finding: base 20 samples whose p10–p90 spans ~30%, head one sample 27% slower: "regression" in the
+    table, while the statistics line said "0 slower, 0 faster" and its noise floor "no raw samples stored"."""
+    base = _run_samples(store, {1: (10.0, 0.15, 20), 2: (10.0, 0.01, 20)}, seed=1)
+    head = _run_samples(store, {1: (12.7, 0.0, 1), 2: (20.0, 0.0, 2)}, seed=2)
+    res = orch("runs", "compare", base, head, columns=120)
+    assert res.returncode == 0, res.stderr
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in res.stdout.splitlines() if line.count("│") == 8]
+    assert [(r[1], r[4], r[-1]) for r in rows] == [("M=1", "20/1", "too few samples: not judged"),
+                                                   ("M=2", "20/2", "too few samples: not judged")]  # fmt: skip
+    out = " ".join(res.stdout.split())
+    assert "over 2 cases: 2 too few samples: not judged (paired on host+case)" in out, out
+    assert "statistics: 0 slower, 0 faster; noise floor from not tested: a side has fewer than 3 samples" in out
+    assert "regression" not in out and "no raw samples stored" not in out
+    doc = json.loads(orch("runs", "compare", base, head, "--json").stdout)
+    assert [(c["n_base"], c["n_head"], c["verdict"]) for c in doc["cases"]] == [(20, 1, TOO_FEW), (20, 2, TOO_FEW)]
+    assert doc["verdicts"][TOO_FEW] == 2 and doc["slower"] == 0
+
+
+TOO_FEW = "too few samples: not judged"

@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
+import pty
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -115,6 +118,26 @@ def test_label_rm_and_list_filters(orch: Orch, store: Store) -> None:
     assert f"deleted 1 run: {short_run_id(a)}" in res.stdout
     assert [r.id for r in store.list_runs().items] == [b]
     assert orch("runs", "show", a).returncode == 2
+
+
+def test_rm_declined_at_the_prompt_says_nothing_was_removed_and_exits_0(orch: Orch, store: Store) -> None:
+    """The finding: answering no to `orch runs rm`'s question exited 1 ("a host or run failed") without a word."""
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    rid = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=["h1"],
+                           started_by="t@box", started_on="box")  # fmt: skip
+    store.finish_run(rid, "completed")
+    master, slave = pty.openpty()  # a terminal on stdin: rm asks
+    try:
+        proc = subprocess.Popen(orch.argv("runs", "rm", short_run_id(rid)), cwd=orch.cwd, env=orch.env(),
+                                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        os.write(master, b"n\n")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(master)
+        os.close(slave)
+    assert proc.returncode == 0, out + err
+    assert f"nothing removed: 1 run kept: {short_run_id(rid)}" in out, out
+    assert store.get_run(rid).id == rid
 
 
 def test_rm_refuses_a_running_run(orch: Orch, store: Store) -> None:

@@ -108,6 +108,7 @@ def test_runs_compare_never_splits_a_number(orch: Orch, store: Store, columns: i
     doc = json.loads(orch("runs", "compare", base, head, "--json").stdout)
     assert [r[header.index("case")] for r in rows] == [f"M={c['case']['M']}" for c in doc["cases"]]
     assert {r[header.index("verdict")] for r in rows} == {"regression"}
+    assert "samples per case: base 20, head 20" in res.stdout  # n, the same for every case: once, not a column
     numbers = [w for ln in res.stdout.splitlines() if ln.startswith("│") for w in ln.replace("│", " ").split()]
     for word in numbers:  # every figure whole: a median, a (p10–p90) range, a ratio, a CI, a q
         assert not word.startswith((",", "–", ".")) and not word.endswith((",", "–", ".")), res.stdout

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from orchestrator.protocol import Event
-from orchestrator.store.compute import uuid7
+from orchestrator.store.compute import distinct_short_ids, uuid7
 from orchestrator.store.repo import Store
 from tests.e2e.conftest import Orch, local_orch, store_of
 
@@ -59,7 +59,7 @@ def test_a_prefix_of_the_printed_short_id_resolves(orch: Orch, store: Store) -> 
     err = _flat(res.stderr)
     assert "run id 'f556' is ambiguous: it matches" in err
     assert "f5563d1d (moe-sweep" in err and "f5569e00 (moe-sweep" in err and "08678f18" not in err
-    assert "more characters of the short id, as the ID column of `orch runs list` prints it" in err
+    assert "name the run by one of the ids above, as the ID column of `orch runs list` prints it" in err
     assert "Traceback" not in res.stderr
     # a prefix of the full id shared by every run started this minute is ambiguous the same way
     res = orch("runs", "show", a[:4])
@@ -70,6 +70,29 @@ def test_a_prefix_of_the_printed_short_id_resolves(orch: Orch, store: Store) -> 
     res = orch("runs", "show", "f5z")
     assert res.returncode == 2
     assert "invalid run id 'f5z'" in _flat(res.stderr) and "latest~N" in _flat(res.stderr)
+
+
+def test_runs_sharing_a_short_id_are_named_by_longer_ids_everywhere(orch: Orch, store: Store) -> None:
+    """The finding: two runs whose ids end in the same 8 hex digits were both listed as ``0badf00d``, and ``runs
+    show 0badf00d`` said ambiguous and asked for "more characters of the short id" that no listing printed."""
+    a = stored_run(store, _with_tail("0badf00d"))
+    b = stored_run(store, _with_tail("0badf00d"))
+    other = stored_run(store, _with_tail("1234abcd"))
+    longer = distinct_short_ids([a, b])
+    assert all(len(longer[r]) > 8 for r in (a, b)) and longer[a] != longer[b]
+    listed = orch("runs", "list").stdout
+    assert longer[a] in listed and longer[b] in listed and "1234abcd" in listed, listed
+    res = orch("runs", "show", "0badf00d")
+    assert res.returncode == 2, res.stdout
+    err = _flat(res.stderr)
+    assert f"{longer[a]} (moe-sweep" in err and f"{longer[b]} (moe-sweep" in err, err
+    for rid in (a, b):  # the id the listing and the hint print names the run, and every message prints it
+        res = orch("runs", "show", longer[rid])
+        assert res.returncode == 0, res.stderr
+        assert res.stdout.startswith(f"run {longer[rid]} ("), res.stdout[:200]
+    res = orch("runs", "compare", longer[a], longer[b])
+    assert f"head {longer[b]} / base {longer[a]}" in _flat(res.stdout), res.stdout + res.stderr
+    assert orch("runs", "show", "1234abcd").stdout.startswith(f"run 1234abcd ({other}")  # unique: 8 digits
 
 
 def test_logs_of_a_suite_that_runs_no_command_says_so(orch: Orch, store: Store) -> None:

@@ -6,8 +6,10 @@ do: killed by SIGPIPE, silently; a reader that takes everything gets everything,
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -46,3 +48,50 @@ def test_a_reader_that_goes_away_ends_orch_by_sigpipe_silently(orch: Orch, store
         assert len(json.loads(whole.stdout)["items"]) == RUNS
     else:
         assert "sweep-0" in whole.stdout and f"sweep-{RUNS - 1}" in whole.stdout
+
+
+LOUD = """\
+name: loud
+description: prints 200 lines and the figure
+command: ["sh", "-c", "seq 200; echo 'v: 1'"]
+params: {}
+parser: {name: regex, pattern: 'v: (?P<v>\\d+)'}
+metrics:
+  v: {path: v, unit: count}
+warmup: 0
+repeat: 1
+timeout_s: 60
+"""
+
+
+def _closed_pipe_run(orch: Orch, *args: str) -> tuple[int, str]:
+    """``orch ARGS`` with stdout a pipe whose read end is closed before orch starts: its return code and stderr."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run(orch.argv(*args), cwd=orch.cwd, env=orch.env(), stdout=w, stderr=subprocess.PIPE,
+                              text=True, timeout=120)  # fmt: skip
+    finally:
+        os.close(w)
+    return proc.returncode, proc.stderr
+
+
+def test_every_command_and_help_whose_reader_is_gone_ends_by_sigpipe(tmp_path: Path) -> None:
+    """``orch runs logs RUN | head -1`` exited 1 silently (click turned its BrokenPipeError into exit 1 before
+    orch's boundary saw it), as did ``orch --help`` and ``--version``; now they end as ``runs list`` does."""
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, orch_home: "
+                   f"{tmp_path / 'home'}}}\n")  # fmt: skip
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    assert orch("db", "upgrade").returncode == 0
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "loud.yaml").write_text(LOUD)
+    ran = orch("run", "loud", "--hosts", "localhost", "--suite-dir", str(suites))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    short = orch.json("runs", "show", "latest")["run_id"][-8:]
+    assert "==> localhost case 0 run 0 stdout" in orch("runs", "logs", short).stdout  # what the reader misses
+    for args in (("runs", "logs", short), ("runs", "show", short), ("runs", "show", short, "--json"), ("--help",),
+                 ("runs", "--help"), ("--version",), ("hosts", "list")):  # fmt: skip
+        code, err = _closed_pipe_run(orch, *args)
+        assert (code, err) == (-signal.SIGPIPE, ""), args

@@ -69,3 +69,30 @@ def test_a_failed_confirming_rerun_names_the_runs_by_their_short_ids(orch: Orch,
     assert f"the confirming rerun {short_run_id(rerun)} of run {short_run_id(head)} is failed" in text, res.stderr
     assert f"orch runs show {short_run_id(rerun)}" in text, res.stderr
     assert head not in res.stderr and rerun not in res.stderr, res.stderr  # no 36-character id
+
+
+def test_refusals_name_the_run_by_its_short_id(orch: Orch, store: Store, tmp_path: Path) -> None:
+    """The finding: `runs rm` of a running run, `cancel` and `run --resume` of a finished run and `runs compare
+    latest latest` printed the 36-character id (``hint: orch runs show 01a23ac1-...``)."""
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "fails-on-rerun.yaml").write_text(SUITE)
+    done = store.create_run(suite="fails-on-rerun", params={}, preset=None, label=None, hosts=["localhost"],
+                            started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(done, "localhost", facts={"gpus": []}, agent_version="v", build_sha=None)
+    store.ingest(done, "localhost", [Event(seq=0, type="done", data={"status": "completed",
+                                                                     "counts": {"results": 0, "errors": 0}})])
+    store.finish_host_run(done, "localhost", "completed")
+    store.finish_run(done, "completed")
+    running = store.create_run(suite="fails-on-rerun", params={}, preset=None, label=None, hosts=["localhost"],
+                               started_by="t@box", started_on="box")  # fmt: skip
+    store.start_host_run(running, "localhost", facts={"gpus": []}, agent_version="v", build_sha=None)
+    for args, rid in ((("runs", "rm", short_run_id(running), "--yes"), running),
+                      (("cancel", short_run_id(done)), done),
+                      (("run", "--resume", short_run_id(done)), done),
+                      (("run", "--resume", short_run_id(done), "--suite-dir", str(suites)), done),
+                      (("runs", "compare", short_run_id(done), short_run_id(done)), done)):  # fmt: skip
+        res = orch(*args)
+        assert res.returncode == 2, (args, res.stdout + res.stderr)
+        text = " ".join(res.stderr.split())
+        assert short_run_id(rid) in text and rid not in text, (args, res.stderr)

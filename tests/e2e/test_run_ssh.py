@@ -221,7 +221,7 @@ def test_orch_cancel_stops_the_agents_of_a_run_whose_orch_died(two_hosts: tuple[
     assert detail.results >= 1
     again = orch("cancel", run_id)
     assert again.returncode == 2, again.stdout + again.stderr
-    assert f"run {run_id} already finished (cancelled); there is nothing to cancel" in again.stderr
+    assert f"run {run_id[-8:]} already finished (cancelled); there is nothing to cancel" in again.stderr
 
 
 def test_host_without_torch_fails_with_the_python_key_while_others_finish(

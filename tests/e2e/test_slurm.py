@@ -176,8 +176,8 @@ def test_resume_after_killing_orch_mid_job(slurm_env: SlurmCluster, tmp_path: Pa
     assert _wait_for("sacct COMPLETED", lambda: _sacct_state(slurm_env, job) == "COMPLETED")
     late = orch("cancel", running["run_id"])  # the job ended while no orch followed it
     assert late.returncode == 2, late.stdout + late.stderr
-    assert f"Slurm job {job} of run {running['run_id']} already ended (COMPLETED)" in late.stderr
-    assert f"orch run --resume {running['run_id']}" in late.stderr
+    assert f"Slurm job {job} of run {running['run_id'][-8:]} already ended (COMPLETED)" in late.stderr
+    assert f"orch run --resume {running['run_id'][-8:]}" in late.stderr
     doc = orch.json("run", "--resume", running["run_id"], timeout=scaled(240))
     node = slurm_env.node
     assert doc["status"] == "completed"

@@ -221,7 +221,7 @@ def test_compare_of_a_run_with_itself_is_422_as_in_the_cli(api: Api) -> None:
         r = c.get("/api/v1/compare", params={"base": rid, "head": rid[-8:]})
     assert r.status_code == 422
     assert r.json()["detail"] == (
-        f"base and head are the same run ({rid}): a run compared with itself shows nothing (pass an earlier run "
+        f"base and head are the same run ({rid[-8:]}): a run compared with itself shows nothing (pass an earlier run "
         "as base and the candidate as head: `orch runs compare latest~1 latest`)"
     )
 

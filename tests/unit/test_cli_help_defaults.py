@@ -31,3 +31,16 @@ def test_no_help_text_repeats_the_default_typer_prints() -> None:
             if shown and p.help and re.search(r"\bdefault", p.help, re.IGNORECASE):
                 repeated.append(f"{' '.join(path)} {p.name}: {p.help}")
     assert repeated == []
+
+
+def test_repeat_defaults_to_the_suites_own_wherever_it_is_taken() -> None:
+    """The finding: `orch run --help` said "--repeat ... (default 20)", while a suite file's own `repeat:` is what
+    a run without --repeat takes (calibrate said so already)."""
+    helps = {
+        " ".join(path): p.help
+        for path, cmd in _commands(typer.main.get_command(app), ("orch",))
+        for p in cmd.params
+        if p.name == "repeat"
+    }
+    assert {"orch run", "orch calibrate"} <= set(helps), helps
+    assert all(h == "Timed samples per case (default: the suite's)." for h in helps.values()), helps

@@ -37,6 +37,7 @@ from orchestrator.resume import (
 from orchestrator.store.records import HostRunState
 
 RUN = "01a22cce-123d-7432-b20d-4202f905f6cd"  # short id: f905f6cd
+SHORT = "f905f6cd"
 
 
 def test_the_status_sets_and_texts() -> None:
@@ -64,8 +65,8 @@ def test_a_finished_run_with_a_host_whose_done_line_is_missing_is_resumed(status
 @pytest.mark.parametrize("status", ["completed", "partial", "failed"])
 def test_a_finished_run_whose_every_done_line_is_stored_is_refused(status: str) -> None:
     assert resume_refusal(RUN, status, []) == Refusal(
-        f"run {RUN} already finished ({status}): every host's done line is stored; there is nothing to resume",
-        f"orch runs show {RUN}",
+        f"run {SHORT} already finished ({status}): every host's done line is stored; there is nothing to resume",
+        f"orch runs show {SHORT}",
     )
 
 
@@ -76,8 +77,8 @@ def test_a_cancelled_run_is_resumed_to_collect_while_a_hosts_done_line_is_missin
 
 def test_a_cancelled_run_whose_every_done_line_is_stored_is_refused() -> None:
     assert resume_refusal(RUN, "cancelled", []) == Refusal(
-        f"run {RUN} already finished (cancelled): it was cancelled; there is nothing to resume",
-        f"orch runs show {RUN}",
+        f"run {SHORT} already finished (cancelled): it was cancelled; there is nothing to resume",
+        f"orch runs show {SHORT}",
     )
 
 
@@ -92,7 +93,7 @@ def test_a_run_not_finished_is_cancelled(status: str) -> None:
 @pytest.mark.parametrize("status", ["completed", "partial", "failed", "cancelled"])
 def test_cancel_of_a_finished_run_is_refused(status: str) -> None:
     assert cancel_refusal(RUN, status) == Refusal(
-        f"run {RUN} already finished ({status}); there is nothing to cancel", f"orch runs show {RUN}"
+        f"run {SHORT} already finished ({status}); there is nothing to cancel", f"orch runs show {SHORT}"
     )
 
 
@@ -317,6 +318,6 @@ def test_a_cancelled_run_with_a_stop_not_confirmed_may_be_cancelled_again() -> N
     assert cancel_refusal(RUN, "running", unconfirmed=True) is None
     for status in ("completed", "partial", "failed"):  # only a cancel left a stop unconfirmed
         assert cancel_refusal(RUN, status, unconfirmed=True) == Refusal(
-            f"run {RUN} already finished ({status}); there is nothing to cancel", f"orch runs show {RUN}"
+            f"run {SHORT} already finished ({status}); there is nothing to cancel", f"orch runs show {SHORT}"
         )
     assert cancel_refusal(RUN, "cancelled", unconfirmed=False) is not None

@@ -286,3 +286,13 @@ def test_case_key_fast_path_writes_the_stdlib_bytes(case: dict[Any, Any]) -> Non
 )
 def test_case_key_equals_the_stdlib_encoding_for_any_flat_case(case: dict[str, Any]) -> None:
     assert c.case_key(case) == _stdlib_key(case)
+
+
+def test_distinct_short_ids_lengthen_only_the_tails_two_runs_share() -> None:
+    from orchestrator.store.compute import distinct_short_ids
+
+    a, b, c = ("01a23ac1-0000-7000-8000-aaaa1234abcd", "01a23ac1-0000-7000-8000-bbbb1234abcd",
+               "01a23ac1-0000-7000-8000-ccca1234abcd")  # fmt: skip
+    assert distinct_short_ids([a, b]) == {a: "a1234abcd", b: "b1234abcd"}
+    assert distinct_short_ids([a, b, c]) == {a: "aa1234abcd", b: "b1234abcd", c: "ca1234abcd"}
+    assert distinct_short_ids([a]) == {a: "1234abcd"}
