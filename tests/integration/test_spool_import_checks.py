@@ -185,8 +185,12 @@ def test_a_done_line_that_is_not_stored_still_ends_the_run(store: Store, tmp_pat
          "line 4: info.exit_status is 1, 0 stored"),  # fmt: skip
         (lambda ls: ls.__setitem__(4, ls[4].replace(b'"ts": 1790000004.0', b'"ts": 1790000099.5')),
          "line 4: ts is 1790000099.5, 1790000004.0 stored"),  # fmt: skip
-        (lambda ls: ls.__setitem__(6, _result(6, 2, case={**_case(2), "t": 30})),
+        (lambda ls: [ls.__setitem__(5, _line(5, "case_start", case_index=2, case={**_case(2), "t": 30})),
+                     ls.__setitem__(6, _result(6, 2, case={**_case(2), "t": 30}))],
          "line 6: case parameters {'t': 30} differ from the stored {'t': 3}"),  # fmt: skip
+        # the result's alone: it is not its case_start's (an error line), where an ok row is stored
+        (lambda ls: ls.__setitem__(6, _result(6, 2, case={**_case(2), "t": 30})),
+         "line 6 would be an error row, the store holds an ok row there"),  # fmt: skip
         (lambda ls: [ls.__setitem__(3, _line(3, "case_start", case_index=2, case=_case(2))),
                      ls.__setitem__(4, _result(4, 2))],
          "line 4 is for case 2, the stored row for case 1"),  # fmt: skip
