@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import re
 
-_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e]")
+LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e]")  # where a line ends
 
 
 def output_lines(text: str) -> list[str]:
     """``text`` cut into lines without their line ends, as ``text.splitlines()`` would cut it except at U+0085,
     U+2028 and U+2029 (kept inside their line). ``""`` gives ``[]``; a last line without a line end is a line."""
-    parts = _BREAK.split(text)
+    parts = LINE_BREAK.split(text)
     if parts and parts[-1] == "":
         parts.pop()
     return parts

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orchestrator.protocol import EXACT_INT_MAX, Unholdable, checked_float, exact_int
-from orchestrator.textlines import output_lines
+from orchestrator.textlines import LINE_BREAK, output_lines
 
 Record = Mapping[str, Any]
 
@@ -185,10 +185,7 @@ def json_lines(text: str, numbered: bool = False) -> list[dict[str, Any]]:
         if isinstance(doc, dict):
             out.append({**doc, LINE_KEY: no} if numbered else doc)
             broken = None
-    if broken is not None and out:
-        raise ParseError(f"output line {broken[0]} starts as a JSON object but is not JSON ({broken[1][:120]}), after "
-                         "the last line that is: the tool's last record cannot be read, and an earlier one is not its "
-                         "result")  # fmt: skip
+    _refuse_unreadable_last(broken, out, "starts as a JSON object but is not JSON", "line that is")
     return out
 
 
@@ -208,7 +205,7 @@ def json_documents(text: str, numbered: bool = False) -> list[dict[str, Any]]:
         return [{**whole, LINE_KEY: 1} if numbered else whole] if isinstance(whole, dict) else []
     out: list[dict[str, Any]] = []
     broken: tuple[int, str] | None = None
-    starts = [0] + [m.end() for m in _LINE_END.finditer(text)]
+    starts = [0] + [m.end() for m in LINE_BREAK.finditer(text)]
     end = 0  # where the last object read ends: lines before it are inside it
     for no, at in enumerate(starts, 1):
         if at < end or at >= len(text):
@@ -228,14 +225,16 @@ def json_documents(text: str, numbered: bool = False) -> list[dict[str, Any]]:
         if isinstance(doc, dict):
             out.append({**doc, LINE_KEY: no} if numbered else doc)
             broken = None
-    if broken is not None and out:
-        raise ParseError(f"output line {broken[0]} starts a JSON object that is not JSON ({broken[1][:120]}), after "
-                         "the last object read: the tool's last document cannot be read, and an earlier one is not its "
-                         "result")  # fmt: skip
+    _refuse_unreadable_last(broken, out, "starts a JSON object that is not JSON", "object read")
     return out
 
 
-_LINE_END = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e]")  # textlines.output_lines' line ends
+def _refuse_unreadable_last(broken: tuple[int, str] | None, read: list[dict[str, Any]], what: str, last: str) -> None:
+    """Raise ParseError when an object that could not be read (``broken``: its line and why) comes after the last
+    one read: the tool's last record is unreadable, and the one before it is not its result."""
+    if broken is not None and read:
+        raise ParseError(f"output line {broken[0]} {what} ({broken[1][:120]}), after the last {last}: the tool's "
+                         "last record cannot be read, and an earlier one is not its result")  # fmt: skip
 
 
 def json_document(text: str) -> dict[str, Any] | None:
