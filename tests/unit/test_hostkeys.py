@@ -27,7 +27,6 @@ from orchestrator.errors import ConfigError
 SSH_KEYGEN = shutil.which("ssh-keygen") or "/usr/bin/ssh-keygen"
 pytestmark = pytest.mark.skipif(not os.path.exists(SSH_KEYGEN), reason="needs OpenSSH's ssh-keygen")
 
-NOW = time.time()
 HOST = "host.example"
 T2030 = calendar.timegm((2030, 1, 1, 0, 0, 0))
 T2030B = calendar.timegm((2030, 1, 2, 0, 0, 0))
@@ -113,7 +112,7 @@ def info(path: Path, line: int, key: hk.OfferedKey, marker: str | None = None) -
 
 
 def judge(path: Path, host: str, port: int, key: hk.OfferedKey, **kw: object) -> hk.HostKeyVerdict:
-    return hk.judge(hk.load_known_hosts([path]), host, port, key, now=kw.pop("now", NOW), **kw)  # type: ignore[arg-type]
+    return hk.judge(hk.load_known_hosts([path]), host, port, key, now=kw.pop("now", time.time()), **kw)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------- key decoding
@@ -288,7 +287,7 @@ def test_missing_and_unreadable_files(keys: Keys, tmp_path: Path) -> None:
     assert [(w.file, w.line) for w in known.warnings] == [(str(tmp_path), 0)]
     assert known.warnings[0].message.startswith("cannot read")
     assert hk.load_known_hosts([]).entries == ()
-    verdict = hk.judge(hk.load_known_hosts([tmp_path / "missing"]), HOST, 22, keys.offered(keys.ed), now=NOW)
+    verdict = hk.judge(hk.load_known_hosts([tmp_path / "missing"]), HOST, 22, keys.offered(keys.ed), now=time.time())
     assert verdict.verdict == "unknown"
 
 
@@ -345,7 +344,7 @@ def test_changed_hint_names_bracketed_port_and_offending_file(keys: Keys, tmp_pa
     user = write_kh(tmp_path / "known_hosts", f"unrelated {keys.pub(keys.ed)}")
     system = write_kh(tmp_path / "ssh_known_hosts", f"[10.0.0.5]:2222 {keys.pub(keys.ed)}")
     known = hk.load_known_hosts([user, system])
-    v = hk.judge(known, "10.0.0.5", 2222, keys.offered(keys.ed_new), now=NOW)
+    v = hk.judge(known, "10.0.0.5", 2222, keys.offered(keys.ed_new), now=time.time())
     assert v.verdict == "changed"
     assert v.name == "[10.0.0.5]:2222"
     # the old key is in a file orch does not write (not the user's first known_hosts): ssh-keygen -R there first
