@@ -844,16 +844,7 @@ async def _login(
         if client.verdict is not None and not client.verdict.ok:
             _hostkey_failed(s, client, str(exc), trace, t0)
         if via is not None and client.verdict is None and client.offered_ca is None:
-            # Nothing of the server was seen: the path there (the ProxyCommand, or the jump host's forward) ended,
-            # not the host key exchange — say so, and how to see why, instead of blaming the host key or sshd.
-            msg = f"the connection through {via} closed before the SSH handshake ({exc.reason})"
-            hint = (
-                f"run it by hand to see its error: ssh -G {s.name} | grep -i proxycommand shows it as ssh expands it"
-                if via.startswith("ProxyCommand")
-                else "check that the jump host can reach the host's sshd (HostName/Port as the jump host sees them)"
-            )
-            trace.add("banner", "fail", msg, t0, kind="proxy")
-            raise ConnectError(s.name, "proxy", msg, hint) from None
+            _proxy_closed(s, via, str(exc.reason), trace, t0)
         if "too many authentication failures" in str(exc.reason).lower():
             _record_hostkey_ok(s, client, trace, t0)
             _auth_failed(s, client, notes, str(exc.reason), trace, too_many=True)
@@ -864,7 +855,14 @@ async def _login(
         msg = f"SSH handshake/login did not finish within {dl.login_s:g} s"
         trace.add("hostkey" if client.verdict is None else "auth", "fail", msg, t0)
         raise ConnectError(s.name, "timeout", msg, "the host is overloaded, or raise --timeout") from None
-    except ConnectionResetError:
+    except (BrokenPipeError, ConnectionResetError) as exc:
+        if via is not None and client.verdict is None and client.offered_ca is None:
+            # A ProxyCommand that exits at once closes its stdin and its stdout: which asyncio sees first decides
+            # between EOF (DisconnectError above) and EPIPE on the version write (here) — one failure, one message.
+            _proxy_closed(s, via, exc.strerror or type(exc).__name__, trace, t0)
+        if isinstance(exc, BrokenPipeError):
+            trace.add("hostkey", "fail", "connection closed during the SSH handshake", t0)
+            raise ConnectError(s.name, "handshake", "connection closed during the SSH handshake") from None
         trace.add("hostkey", "fail", "connection reset during the SSH handshake", t0)
         raise ConnectError(s.name, "handshake", "connection reset during the SSH handshake") from None
     except OSError as exc:
@@ -887,6 +885,23 @@ async def _login(
         detail += "; skipped: " + "; ".join(notes)
     trace.add("auth", "ok", detail, t0, user=s.user, identity=used, tried=list(client.tried), skipped=notes)
     return conn
+
+
+def _proxy_closed(s: SshSettings, via: str, reason: str, trace: ConnectTrace, t0: float) -> NoReturn:
+    """Nothing of the server was seen: the path there (the ProxyCommand, or the jump host's forward) ended, not
+    the host key exchange — say so, and how to see why, instead of blaming the host key or sshd.
+
+    Raises:
+        ConnectError: kind ``proxy``, always.
+    """
+    msg = f"the connection through {via} closed before the SSH handshake ({reason})"
+    hint = (
+        f"run it by hand to see its error: ssh -G {s.name} | grep -i proxycommand shows it as ssh expands it"
+        if via.startswith("ProxyCommand")
+        else "check that the jump host can reach the host's sshd (HostName/Port as the jump host sees them)"
+    )
+    trace.add("banner", "fail", msg, t0, kind="proxy")
+    raise ConnectError(s.name, "proxy", msg, hint) from None
 
 
 def _verdict_data(v: hostkeys.HostKeyVerdict) -> dict[str, Any]:
