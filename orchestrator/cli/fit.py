@@ -6,7 +6,8 @@ console (rich's collapse does not honour it). ``fitted_table`` decides the width
 
 - a column's least width is its header's longest word and its cells' longest word (a word: a run of non-space
   characters, which rich's word wrap never breaks when the column is at least that wide); a ``no_wrap`` column's
-  least width is its widest cell;
+  least width is its widest cell; a ``fold`` column (a host's error: what it says matters more than where a
+  path in it breaks) is at least its header's longest word and at most ``FOLD_WIDTH`` wide, longer words folded;
 - when the least widths do not fit, whole columns are left out, those with the largest ``drop`` rank first (the
   table's caption names them: ``not shown in 80 columns: by; --json has every field``);
 - what room is left goes to the wrapping columns, the narrowest first, up to each one's widest cell.
@@ -27,18 +28,24 @@ from rich.text import Text
 
 JustifyMethod = Literal["default", "left", "center", "right", "full"]
 
+FOLD_WIDTH = 20
+"""The least width, in cells, a ``fold`` column is given when its longest word is wider: a word longer than the
+column is folded onto the next line rather than the column left out."""
+
 
 @dataclass(frozen=True)
 class Col:
     """One column: ``header`` (plain text), its ``cells`` (rich markup, one per row), ``drop`` (``None``: always
     shown; else columns are left out in decreasing ``drop`` order while the table does not fit), ``wrap`` (may
-    wrap between words; otherwise kept on one line) and ``justify``."""
+    wrap between words; otherwise kept on one line), ``fold`` (with ``wrap``: a word wider than the column may be
+    folded, see ``FOLD_WIDTH``) and ``justify``."""
 
     header: str
     cells: Sequence[str]
     drop: int | None = None
     wrap: bool = False
     justify: JustifyMethod = "left"
+    fold: bool = False
 
 
 def _plain(cell: str) -> str:
@@ -56,8 +63,11 @@ def _widest_line(text: str) -> int:
 
 
 def least_width(col: Col) -> int:
-    """The narrowest the column may be without breaking a word (``wrap``) or a cell (not ``wrap``), in cells."""
+    """The narrowest the column may be without breaking a word (``wrap``) or a cell (not ``wrap``), in cells; a
+    ``fold`` column's words may be broken past ``FOLD_WIDTH``."""
     cells = [_plain(c) for c in col.cells]
+    if col.fold:
+        return max(_longest_word(col.header), min(FOLD_WIDTH, max((_longest_word(c) for c in cells), default=0)))
     if col.wrap:
         return max([_longest_word(col.header), *(_longest_word(c) for c in cells)])
     return max([cell_len(col.header), *(_widest_line(c) for c in cells)])

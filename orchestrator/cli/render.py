@@ -678,22 +678,22 @@ def run_detail(run: Any, results: list[Any]) -> None:
                         soft_wrap=True)  # fmt: skip
 
 
-_HOSTS_DROP = {"status": 1, "results": 2, "errors": 3, "error": 4, "warnings": 5, "GPU": 6, "plateau M": 7,
-               "roof GB/s": 8, "agent": 9}  # fmt: skip
+_HOSTS_DROP = {"warnings": 5, "GPU": 6, "plateau M": 7, "roof GB/s": 8, "agent": 9}
 """The order in which ``runs show``'s Hosts table leaves columns out when the terminal is too narrow (highest
-first); the host name is never left out nor broken."""
+first); the host name, its status and counts and a failed host's error are never left out."""
 
 
 def _hosts_table(c: Any, cols: tuple[str, ...], rows: Sequence[tuple[str, ...]], *, keep: tuple[str, ...]) -> None:
     """``runs show``'s Hosts table laid out by ``fit.print_fitted``: columns whose every cell is empty or ``-``
-    are left out (except ``keep``); host names, statuses, counts and ids are never broken; GPU and error wrap at
-    words; what does not fit is left out (``_HOSTS_DROP``) and named under the table."""
+    are left out (except ``keep``); host names, statuses, counts and ids are never broken; GPU wraps at words;
+    the error (why a host failed) is always shown, folding a word too long for it (a path); what else does not
+    fit is left out (``_HOSTS_DROP``) and named under the table."""
     from orchestrator.cli.fit import Col, least_width, print_fitted, table_width
 
     shown = [i for i, col in enumerate(cols) if col in keep or any(row[i] not in ("", "-") for row in rows)]
-    columns = [Col(cols[i], [row[i] for row in rows], drop=_HOSTS_DROP.get(cols[i]), wrap=cols[i] in ("GPU", "error"))
-               for i in shown]  # fmt: skip
-    if table_width([least_width(col) for col in columns if col.header in keep]) <= c.width:
+    columns = [Col(cols[i], [row[i] for row in rows], drop=_HOSTS_DROP.get(cols[i]), wrap=cols[i] in ("GPU", "error"),
+                   fold=cols[i] == "error") for i in shown]  # fmt: skip
+    if table_width([least_width(col) for col in columns if col.drop is None]) <= c.width:
         print_fitted(c, "Hosts", columns)
         return
     # a host name too long for its status and counts beside it: one column, each host's fields under its name

@@ -7,6 +7,8 @@ note names them."""
 from __future__ import annotations
 
 import json
+import tempfile
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -120,3 +122,44 @@ def test_runs_compare_never_splits_a_number(orch: Orch, store: Store, columns: i
     else:
         assert header == ["host", "case", "head/base", "verdict"]
         assert "not shown in 80 columns: base (p10–p90), head (p10–p90), 95% CI, q" in res.stdout
+
+
+# A python: path as long as a conda env's: the failed host's error holds it, a word wider than the error column
+LONG_PYTHON = "/opt/conda/envs/inference-benchmarks-2026-q4/bin/python3.12"
+FAILED_RUN_LABEL = "fp8 nightly sweep of the kimi-k2 layer after the driver update on the shared fleet"
+
+
+@pytest.fixture(scope="module")
+def failed_host_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Orch, str, str]]:
+    """One real ``orch run noop --hosts local`` (COLUMNS=100) of two ``connection: local`` hosts, ``localhost``
+    and ``broken`` (its ``python:`` does not exist: it fails before starting) with a long label: the ``orch``,
+    the run's output and its state directory on ``localhost`` (a short ``orch_home`` under /tmp, so no single
+    word of the output is wider than 100 columns)."""
+    tmp = tmp_path_factory.mktemp("failed-host")
+    with tempfile.TemporaryDirectory(prefix="o21-", dir="/tmp") as home:
+        inv = tmp / "inventory.yaml"
+        inv.write_text("groups:\n  local:\n    hosts:\n"
+                       f"      localhost: {{connection: local, orch_home: {home}}}\n"
+                       f"      broken: {{connection: local, orch_home: {home}, python: {LONG_PYTHON}}}\n")  # fmt: skip
+        orch = Orch(inv, f"sqlite:///{tmp / 'orch.db'}", tmp)
+        res = orch("run", "noop", "--hosts", "local", "--label", FAILED_RUN_LABEL, columns=100)
+        assert res.returncode == 1, res.stdout + res.stderr  # partial: broken failed
+        yield orch, res.stdout, home
+
+
+def test_runs_show_keeps_a_failed_host_s_error_in_100_columns(failed_host_run: tuple[Orch, str, str]) -> None:
+    """Issue 21: at 100 columns ``runs show`` left the failed host's error column out ("not shown in 100 columns:
+    warnings, agent, error") when the error held a word (the interpreter's path) wider than the column could be.
+    The error is why the host failed: its column stays, a word too long for it folded."""
+    orch, _, _ = failed_host_run
+    res = orch("runs", "show", "latest", columns=100)
+    assert res.returncode == 0, res.stderr
+    hosts_table = res.stdout.split("\nHosts\n", 1)[1].split("└", 1)[0]
+    header, rows = _table(hosts_table)
+    assert "error" in header, res.stdout
+    assert max(len(ln) for ln in hosts_table.splitlines()) <= 100, res.stdout
+    doc = orch.json("runs", "show", "latest")
+    said = next(h["error"] for h in doc["hosts"] if h["host"] == "broken").splitlines()[-1]
+    assert LONG_PYTHON in said
+    row = next(r for r in rows if r[0] == "broken")
+    assert "".join(row[header.index("error")].split()) == "".join(said.split()), res.stdout  # whole, if folded

@@ -36,3 +36,12 @@ def test_room_goes_to_the_narrowest_wrapping_column_first() -> None:
     assert widths == [4, 6]  # a is at its natural width (4): b takes the rest
     _, widths, _ = fit(cols, 200)
     assert widths == [4, 11]  # never wider than natural
+
+
+def test_a_fold_column_is_at_most_fold_width_wide_at_least() -> None:
+    from orchestrator.cli.fit import FOLD_WIDTH
+
+    path = "/opt/conda/envs/inference-benchmarks-2026/bin/python3.12: command not found"
+    assert least_width(Col("error", [path], wrap=True)) == len(path.split()[0])
+    assert least_width(Col("error", [path], wrap=True, fold=True)) == FOLD_WIDTH
+    assert least_width(Col("error", ["", "no such file"], wrap=True, fold=True)) == len("error")
