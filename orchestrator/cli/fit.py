@@ -10,7 +10,10 @@ console (rich's collapse does not honour it). ``fitted_table`` decides the width
   path in it breaks) is at least its header's longest word and at most ``FOLD_WIDTH`` wide, longer words folded;
 - when the least widths do not fit, whole columns are left out, those with the largest ``drop`` rank first (the
   table's caption names them: ``not shown in 80 columns: by; --json has every field``);
-- what room is left goes to the wrapping columns, the narrowest first, up to each one's widest cell.
+- what room is left goes to the wrapping columns, the narrowest first, up to each one's widest cell;
+- when even the columns never left out do not fit, the rows are stacked (``stacked_table``): one column, each
+  row's first cell on a line of its own and every other field under it by name, wrapped at words — nothing cut,
+  nothing left out.
 
 A rich table with the default box and padding takes ``sum(widths) + 3 * columns + 1`` cells: one space each side
 of a cell and one rule between and around the columns.
@@ -130,9 +133,30 @@ def fitted_table(cols: Sequence[Col], width: int) -> tuple[Any, str | None]:
     return t, note
 
 
+def stacked_table(cols: Sequence[Col]) -> Any:
+    """A rich ``Table`` of one column for a terminal too narrow for ``cols`` side by side: per row its first cell,
+    then, indented under it, every other column's cell that is not empty or ``-`` as ``header value``, joined by
+    ``; `` (wrapped at words; a word wider than the terminal folded). Every column must have one cell per row."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.table import Table
+
+    t = Table()
+    t.add_column(f"{escape(cols[0].header)} / " + ", ".join(escape(c.header) for c in cols[1:]), overflow="fold")
+    for r in range(len(cols[0].cells)):
+        fields = "; ".join(f"{escape(c.header)} {c.cells[r]}" for c in cols[1:] if _plain(c.cells[r]) not in ("", "-"))
+        t.add_row(Group(cols[0].cells[r], Padding(fields, (0, 0, 0, 2))))
+    return t
+
+
 def print_fitted(console: Any, title: str, cols: Sequence[Col]) -> None:
     """Print ``title`` (rich markup, in the style of a table title but wrapped at the console's width, not the
-    table's), the fitted table of ``cols`` and the note naming what was left out."""
+    table's), the fitted table of ``cols`` and the note naming what was left out; when the columns never left
+    out (``drop`` None) do not fit side by side, the rows stacked instead (``stacked_table``)."""
+    if table_width([least_width(c) for c in cols if c.drop is None]) > console.width:
+        console.print(title, style="table.title")
+        console.print(stacked_table(cols))
+        return
     table, note = fitted_table(cols, console.width)
     console.print(title, style="table.title")
     console.print(table)

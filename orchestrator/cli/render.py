@@ -513,7 +513,9 @@ def serving(host: str, port: int, db_url: str) -> None:
 def runs_table(page: Any) -> None:
     """The runs list, fitted to the console (``fit.fitted_table``): id, suite, status, started and the counts are
     always shown; in a narrow terminal "by", then hosts, then the label are left out (named in the caption) rather
-    than squeezed into a column a letter wide. Host names and ids are never broken. Below it, a warning for each
+    than squeezed into a column a letter wide, and where even the columns always shown do not fit (60 columns)
+    the runs are stacked, each id with every field under it (``fit.stacked_table``). Host names and ids are never
+    broken. Below it, a warning for each
     run marked running whose orch process is gone (:func:`orphaned_note`), and how to collect or stop them."""
     from orchestrator.cli.fit import Col, print_fitted
 
@@ -688,25 +690,13 @@ def _hosts_table(c: Any, cols: tuple[str, ...], rows: Sequence[tuple[str, ...]],
     are left out (except ``keep``); host names, statuses, counts and ids are never broken; GPU wraps at words;
     the error (why a host failed) is always shown, folding a word too long for it (a path); what else does not
     fit is left out (``_HOSTS_DROP``) and named under the table."""
-    from orchestrator.cli.fit import Col, least_width, print_fitted, table_width
+    from orchestrator.cli.fit import Col, print_fitted
 
     shown = [i for i, col in enumerate(cols) if col in keep or any(row[i] not in ("", "-") for row in rows)]
     columns = [Col(cols[i], [row[i] for row in rows], drop=_HOSTS_DROP.get(cols[i]), wrap=cols[i] in ("GPU", "error"),
                    fold=cols[i] == "error") for i in shown]  # fmt: skip
-    if table_width([least_width(col) for col in columns if col.drop is None]) <= c.width:
-        print_fitted(c, "Hosts", columns)
-        return
-    # a host name too long for its status and counts beside it: one column, each host's fields under its name
-    from rich.console import Group
-    from rich.padding import Padding
-    from rich.table import Table
-
-    t = Table(title="Hosts", title_justify="left")
-    t.add_column("host / " + ", ".join(col.header for col in columns[1:]), overflow="fold")
-    for r in range(len(rows)):
-        fields = "; ".join(f"{col.header} {col.cells[r]}" for col in columns[1:] if col.cells[r] not in ("", "-"))
-        t.add_row(Group(columns[0].cells[r], Padding(fields, (0, 0, 0, 2))))
-    c.print(t)
+    # a host name too long for its status and counts beside it: stacked, each host's fields under its name
+    print_fitted(c, "Hosts", columns)
 
 
 def _items_table(title: str, rows: list[Any]) -> Any:

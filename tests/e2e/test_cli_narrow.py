@@ -7,6 +7,7 @@ note names them."""
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from collections.abc import Iterator
 
@@ -122,6 +123,43 @@ def test_runs_compare_never_splits_a_number(orch: Orch, store: Store, columns: i
     else:
         assert header == ["host", "case", "head/base", "verdict"]
         assert "not shown in 80 columns: base (p10–p90), head (p10–p90), 95% CI, q" in res.stdout
+
+
+def _stacked(text: str) -> dict[str, str]:
+    """The rows of a stacked table (one column: a row's first cell alone on its line, then its fields indented
+    under it) by first cell, each row's lines joined by one space."""
+    rows: dict[str, str] = {}
+    first = ""
+    for ln in text.splitlines():
+        if not ln.startswith("│"):
+            continue
+        inner = ln[1:].rstrip().removesuffix("│")
+        if not inner.startswith("   "):  # a first cell: "│ 8f3a91c2 ..."
+            first = inner.strip()
+            rows[first] = ""
+        else:
+            rows[first] = f"{rows[first]} {inner.strip()}".strip()
+    return rows
+
+
+def test_runs_list_in_60_columns_shows_every_field_of_every_run(orch: Orch, store: Store) -> None:
+    """Issue 21: at 60 columns the columns ``runs list`` never leaves out (id, suite, status, results, errors,
+    started UTC) were wider than the terminal, and the last was cut (``┃ starte``, ``│ 12-03``). A terminal too
+    narrow for them gets the runs stacked instead: each id, then every other field by name, wrapped at words."""
+    ids = [_run(store, label, hosts, 1.0, seed) for seed, (label, hosts) in enumerate(RUNS)]
+    res = orch("runs", "list", columns=60)
+    assert res.returncode == 0, res.stderr
+    assert max(len(ln) for ln in res.stdout.splitlines()) <= 60, res.stdout
+    rows = _stacked(res.stdout)
+    doc = orch.json("runs", "list")
+    assert sorted(rows) == sorted(short_run_id(rid) for rid in ids), res.stdout
+    for item in doc["items"]:
+        fields = rows[short_run_id(item["id"])]
+        for want in (f"suite {item['suite']}", f"status {item['status']}", f"hosts {', '.join(item['hosts'])}",
+                     f"results {item['results']}", f"errors {item['errors']}", f"by {item['started_by']}",
+                     *([f"label {item['label']}"] if item["label"] else [])):  # fmt: skip
+            assert want in fields, res.stdout
+        assert re.search(r"started UTC \d\d-\d\d \d\d:\d\d", fields), res.stdout
 
 
 # A python: path as long as a conda env's: the failed host's error holds it, a word wider than the error column
