@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
 from orchestrator.analysis.compare import is_wide, relative_spread
-from orchestrator.cli.prose import ProseConsole
+from orchestrator.cli.prose import ProseConsole, say
 from orchestrator.errors import OrchError
 from orchestrator.netaddr import host_port
 from orchestrator.numfmt import number
@@ -608,22 +608,22 @@ def run_detail(run: Any, results: list[Any]) -> None:
     from orchestrator.rundoc import host_plateau, host_status, result_warnings
 
     c = console()
-    c.print(f"[bold]run {short_run_id(run.id)}[/bold] ({safe(run.id)})  suite {safe(run.suite)}  "
-            f"status {safe(run.status)}  label {safe(run.label or '-')}", soft_wrap=True)  # fmt: skip
-    c.print(f"started {_when(run.started_at)} UTC by {safe(run.started_by)}; finished {_when(run.finished_at)}",
-            soft_wrap=True)  # fmt: skip
+    # header and summary lines: wrapped at words to the width (prose.say), a path or an id never broken
+    say(c, f"[bold]run {short_run_id(run.id)}[/bold] ({safe(run.id)})  suite {safe(run.suite)}  "
+           f"status {safe(run.status)}  label {safe(run.label or '-')}")  # fmt: skip
+    say(c, f"started {_when(run.started_at)} UTC by {safe(run.started_by)}; finished {_when(run.finished_at)}")
     orphaned = orphaned_note(run)
     if orphaned is not None:
-        c.print(f"[yellow]warning:[/yellow] {safe(orphaned[0])}", soft_wrap=True)
-        c.print(f"[yellow]hint:[/yellow] {safe(orphaned[1])}", soft_wrap=True)
+        say(c, f"[yellow]warning:[/yellow] {safe(orphaned[0])}")
+        say(c, f"[yellow]hint:[/yellow] {safe(orphaned[1])}")
     from orchestrator.cli.asked import asked_line, preset_line
 
-    c.print(safe(asked_line(run.params or {})) + "; " + safe(preset_line(run)), soft_wrap=True)
+    say(c, safe(asked_line(run.params or {})) + "; " + safe(preset_line(run)))
     slurm = (run.info or {}).get("slurm")
     if isinstance(slurm, dict):
         reason = f", reason {slurm['reason']}" if slurm.get("reason") else ""
-        c.print(f"slurm job {safe(str(slurm.get('job_id') or '-'))} (group {safe(str(slurm.get('group')))}): "
-                f"{safe(str(slurm.get('state') or '-'))}{safe(reason)}", soft_wrap=True)  # fmt: skip
+        say(c, f"slurm job {safe(str(slurm.get('job_id') or '-'))} (group {safe(str(slurm.get('group')))}): "
+               f"{safe(str(slurm.get('state') or '-'))}{safe(reason)}")  # fmt: skip
     by_host: dict[str, list[Any]] = {}
     for r in results:
         by_host.setdefault(r.host, []).append(r)
@@ -646,11 +646,10 @@ def run_detail(run: Any, results: list[Any]) -> None:
     for h in run.host_runs:  # the errors of attempts a resume followed again: history, not the current status
         drops, first = (h.info or {}).get("reconnects"), (h.info or {}).get("first_drop")
         if isinstance(drops, int) and drops > 0 and isinstance(first, str):
-            c.print(f"[dim]{safe(h.host)}: reconnected {drops} time(s): {safe(first, lines=True)}[/dim]",
-                    soft_wrap=True)  # fmt: skip
+            say(c, f"[dim]{safe(h.host)}: reconnected {drops} time(s): {safe(first, lines=True)}[/dim]")
         for e in h.earlier_errors:
-            c.print(f"[dim]{safe(h.host)}: earlier attempt {safe(str(e.get('status')))}: "
-                    f"{safe(str(e.get('error')), lines=True)}[/dim]", soft_wrap=True)  # fmt: skip
+            say(c, f"[dim]{safe(h.host)}: earlier attempt {safe(str(e.get('status')))}: "
+                   f"{safe(str(e.get('error')), lines=True)}[/dim]")  # fmt: skip
     for host, rows in by_host.items():
         p = plateaus.get(host)
         title = safe(host) + (f" — {_plateau_text(p)}" if p is not None else "")
@@ -676,8 +675,7 @@ def run_detail(run: Any, results: list[Any]) -> None:
     for host, rows in by_host.items():
         for r in rows:
             for w in result_warnings(r):
-                c.print(f"[yellow]warning:[/yellow] {safe(host)} {safe(_case_text(r.case))}: {safe(w)}",
-                        soft_wrap=True)  # fmt: skip
+                say(c, f"[yellow]warning:[/yellow] {safe(host)} {safe(_case_text(r.case))}: {safe(w)}")
 
 
 _HOSTS_DROP = {"warnings": 5, "GPU": 6, "plateau M": 7, "roof GB/s": 8, "agent": 9}
@@ -1086,14 +1084,14 @@ def run_outcome(outcome: Any, run: Any, results: list[Any]) -> None:
             said = h.error or ""
             said = said[len(h.host) + 2 :] if said.startswith(f"{h.host}: ") else said  # named once, first
             err = f" — {safe(said, lines=True)}" if said else ""
-            c.print(f"[{colour}]{safe(h.host)}: {h.status}[/{colour}]" + err, soft_wrap=True)
+            say(c, f"[{colour}]{safe(h.host)}: {h.status}[/{colour}]" + err)
             if getattr(h, "hint", None):
-                c.print(f"    hint: {safe(h.hint, lines=True)}", soft_wrap=True)
+                say(c, f"    hint: {safe(h.hint, lines=True)}")
     dirs = [f"{safe(h.host)}: {safe(h.state_dir)}" for h in outcome.hosts if getattr(h, "state_dir", None)]
     if dirs:  # connection: local hosts too: say where the node-local state went (the inventory's orch_home:)
-        c.print("run state (spool, spec, outputs) on the hosts: " + ", ".join(dirs), soft_wrap=True)
+        say(c, "run state (spool, spec, outputs) on the hosts: " + ", ".join(dirs))
     if not outcome.run_id:
-        c.print(f"[red]{NOTHING_STORED}[/red]", soft_wrap=True)
+        say(c, f"[red]{NOTHING_STORED}[/red]")
         return
     colour = {"completed": "green", "partial": "yellow"}.get(outcome.status, "red")
     c.print(
@@ -1366,8 +1364,8 @@ def run_conditions(run: Any, results: list[Any]) -> None:
         c.print(f"[{colour}]GPU telemetry: {counts} throttled or sharing the GPU[/{colour}]")
     for r in flagged:
         what = "throttled" if r.info.get("throttled") else "shared GPU"
-        c.print(f"  [red]{what}[/red] {escape(r.host)} {escape(_case_text(r.case))}: "
-                f"{escape(str(r.info.get('throttle_reason') or ''))}", soft_wrap=True)  # fmt: skip
+        say(c, f"  [red]{what}[/red] {escape(r.host)} {escape(_case_text(r.case))}: "
+               f"{escape(str(r.info.get('throttle_reason') or ''))}")  # fmt: skip
 
 
 def flagged_cases_note(cmp: Any, flagged: dict[str, list[Any]]) -> None:

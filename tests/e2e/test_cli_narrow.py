@@ -201,3 +201,22 @@ def test_runs_show_keeps_a_failed_host_s_error_in_100_columns(failed_host_run: t
     assert LONG_PYTHON in said
     row = next(r for r in rows if r[0] == "broken")
     assert "".join(row[header.index("error")].split()) == "".join(said.split()), res.stdout  # whole, if folded
+
+
+def test_run_and_runs_show_wrap_their_header_and_summary_lines(failed_host_run: tuple[Orch, str, str]) -> None:
+    """Issue 21: the lines around the tables — ``runs show``'s and ``run``'s header (run id, suite, status, label;
+    who started it), ``run``'s summary (a failed host's reason, where each host's run state went) — ran past the
+    terminal's width unwrapped. They wrap at words now; a path or an id is never broken."""
+    orch, run_out, home = failed_host_run
+    shown = orch("runs", "show", "latest", columns=100)
+    assert shown.returncode == 0, shown.stderr
+    rid = orch.json("runs", "show", "latest")["run_id"]
+    for out in (run_out, shown.stdout):
+        over = [ln for ln in out.splitlines() if len(ln) > 100 and len(ln.split()) > 1]  # a lone word may not fit
+        assert not over, out
+        said = " ".join(out.split())
+        assert f"status partial label {FAILED_RUN_LABEL}" in said, out
+    said = " ".join(run_out.split())
+    assert f"run state (spool, spec, outputs) on the hosts: localhost: {home}/runs/{rid}/localhost/" in said, run_out
+    assert any(f"{home}/runs/{rid}/localhost/" in ln for ln in run_out.splitlines()), run_out  # whole on a line
+    assert "broken: failed — " in said and any(LONG_PYTHON in ln for ln in run_out.splitlines()), run_out
