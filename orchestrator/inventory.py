@@ -109,6 +109,16 @@ class HostVars(BaseModel):
             raise ValueError(f"{v!r} starts with '-', which ssh would read as an option")
         return v
 
+    @field_validator("orch_home")
+    @classmethod
+    def _home_not_relative(cls, v: str | None) -> str | None:
+        # A path on the host, resolved by the agent there (os.path.expanduser, then abspath): a relative one would
+        # land under whatever directory the agent starts in (the login home over SSH, orch's own working directory
+        # for a connection: local host), not next to this inventory; ~ and ~user are the host's homes.
+        if v is not None and not v.startswith(("/", "~")):
+            raise ValueError(f"orch_home {v!r} is a relative path")
+        return v
+
     @field_validator("labels", mode="before")
     @classmethod
     def _labels_to_str(cls, v: Any) -> Any:
@@ -282,6 +292,12 @@ def _fix_for(err: dict[str, Any]) -> str:
         return "write one host name or IP address, e.g. address: 10.0.0.10 (IPv6 without brackets: address: ::1)"
     if key == "user":
         return "write one login name, e.g. user: root"
+    if key == "orch_home" and kind == "value_error":
+        given = str(err.get("input") or "")
+        home = (given.removeprefix("$HOME/") if given.startswith("$HOME/") else given.lstrip("./")) or "orch"
+        return (f"orch_home is a path on the host: write an absolute path (orch_home: /{home}) or one under the "
+                f"login user's home (orch_home: ~/{home}); a relative one would depend on the directory the agent "
+                "starts in")  # fmt: skip
     return "see the inventory shape in the README"
 
 
