@@ -273,7 +273,18 @@ def _with_leases(check: Check, facts: dict[str, Any]) -> Check:
 
 
 def disk_check(facts: dict[str, Any]) -> Check:
+    """Free space where orch_home is (the agent's ``disk`` facts: orch_home or its nearest existing parent). fail:
+    under ``DISK_FAIL_BYTES``, or that path is not a directory (a regular file, a FIFO: the run state cannot go
+    there); warn: under ``DISK_WARN_BYTES`` or unknown."""
     disk = facts.get("disk") or {}
+    kind, path, home = disk.get("kind"), disk.get("path"), disk.get("home")
+    if kind in ("file", "other"):
+        what = "a file" if kind == "file" else "a FIFO, a device or a socket"
+        below = f", so orch_home {home} cannot be made" if home and home != path else ""
+        return Check("disk", "fail", f"{path} is {what}, not a directory{below}: the run state cannot go there",
+                     {"path": path, "home": home, "kind": kind,
+                      "hint": f"remove or move {path} on the host, or point the host's orch_home: in the inventory "
+                              "at a directory (an absolute path or ~/...)"})  # fmt: skip
     free = disk.get("free_bytes")
     if not isinstance(free, int):
         return Check("disk", "warn", "free space unknown", {})

@@ -24,7 +24,9 @@ exactly these keys (sizes in bytes):
   ``NVRM: Xid`` lines, the last 20, from ``dmesg``; readable False when dmesg is not allowed),
   ``cpu_governors`` (``{governor: cpu count}`` from /sys/devices/system/cpu/cpu*/cpufreq/scaling_governor),
   ``loadavg`` (1, 5, 15 min).
-- ``disk``: ``{path, total_bytes, free_bytes}`` of orch_home, or its nearest existing parent.
+- ``disk``: ``{path, total_bytes, free_bytes, home, kind}`` of orch_home, or its nearest existing parent
+  (``path``); ``home`` is orch_home resolved, ``kind`` what ``path`` is: ``directory``, ``file`` or ``other``
+  (a FIFO, a device; None when it cannot be read) — anything but a directory cannot hold the run state.
 - ``orch``: ``{home, agents: [sha...], builds: [sha...], current_build}`` from
   ``<home>/agent/<sha>/agent.pyz``, ``<home>/builds/<sha>/`` (hex names only, so half-written temporaries
   are not listed) and the ``<home>/builds/current`` symlink.
@@ -41,6 +43,7 @@ import os
 import platform
 import shutil
 import socket
+import stat
 import string
 import subprocess
 import sys
@@ -365,10 +368,16 @@ def _disk(home: str) -> dict:
             break
         path = parent
     try:
+        mode = os.stat(path).st_mode
+        kind = "directory" if stat.S_ISDIR(mode) else "file" if stat.S_ISREG(mode) else "other"
+    except OSError:
+        kind = None
+    try:
         st = os.statvfs(path)
     except OSError:
-        return {"path": path, "total_bytes": None, "free_bytes": None}
-    return {"path": path, "total_bytes": st.f_frsize * st.f_blocks, "free_bytes": st.f_frsize * st.f_bavail}
+        return {"path": path, "total_bytes": None, "free_bytes": None, "home": home, "kind": kind}
+    return {"path": path, "total_bytes": st.f_frsize * st.f_blocks, "free_bytes": st.f_frsize * st.f_bavail,
+            "home": home, "kind": kind}
 
 
 def _is_hex(name: str) -> bool:

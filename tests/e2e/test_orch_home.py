@@ -39,3 +39,25 @@ def test_a_relative_orch_home_is_refused_naming_the_line_and_the_fix(tmp_path: P
     hint = " ".join(" ".join(lines[1:]).split())
     assert hint.startswith("hint: ") and "an absolute path" in hint and "~/scratch/orch" in hint, res.stderr
     assert not (tmp_path / "scratch").exists() and res.stdout == ""
+
+
+@pytest.mark.parametrize("below", [False, True], ids=["the-file", "below-a-file"])
+def test_doctor_fails_a_host_whose_orch_home_is_a_file(tmp_path: Path, below: bool) -> None:
+    """Before: ``orch_home:`` naming a regular file (or a path below one) passed doctor's disk check ("ok: N GB
+    free at FILE"), and the first run failed on the host. The disk check fails naming the file and the fix."""
+    blocker = tmp_path / "orch-home"
+    blocker.write_text("not a directory\n")
+    home = blocker / "runs-here" if below else blocker
+    inv = tmp_path / "inventory.yaml"
+    inv.write_text(f"groups:\n  local:\n    hosts:\n      localhost: {{connection: local, orch_home: {home}}}\n")
+    orch = Orch(inv, f"sqlite:///{tmp_path / 'orch.db'}", tmp_path)
+    doc = orch.json("doctor", expect_rc=1)
+    [host] = doc["hosts"]
+    disk = next(c for c in host["checks"] if c["name"] == "disk")
+    assert host["ok"] is False and disk["status"] == "fail", disk
+    assert f"{blocker} is a file, not a directory" in disk["detail"] and str(home) in disk["detail"], disk
+    assert "orch_home:" in disk["hint"] and str(blocker) in disk["hint"], disk
+    res = orch("doctor", columns=100)
+    assert res.returncode == 1, res.stdout + res.stderr
+    said = " ".join(res.stdout.split())
+    assert f"{blocker} is a file, not a directory" in said and "0/1 hosts passed" in said, res.stdout
