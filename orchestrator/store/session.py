@@ -7,6 +7,7 @@ at once, without waiting, when another writer got there first; taking the write 
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -72,8 +73,9 @@ def make_engine(url: str) -> Engine:
 
 
 def _refuse_non_sqlite(path: Path, shown_url: str) -> None:
-    """ConfigError (exit 2) when ``path`` exists and is not an SQLite database: a directory, or a file SQLite
-    itself calls "not a database" (an empty file is a new database). A missing file is left to the caller.
+    """ConfigError (exit 2) when ``path`` exists and is not an SQLite database: a directory, anything but a
+    regular file (``/dev/null``, a FIFO: judged by ``stat`` before SQLite opens it), or a file SQLite itself calls
+    "not a database" (an empty file is a new database). A missing file is left to the caller.
 
     The file is asked through SQLite (a read-only connection, ``PRAGMA schema_version``), never opened and
     closed by Python: closing any other descriptor of a database file drops every POSIX lock this process holds
@@ -84,8 +86,17 @@ def _refuse_non_sqlite(path: Path, shown_url: str) -> None:
     hint = "pass --db sqlite:///PATH of an orch database, or of a new file that orch will create"
     if path.is_dir():
         raise ConfigError(f"--db / ORCH_DB_URL names a directory, not an SQLite database: {path} ({shown_url})", hint)
-    if not path.exists():
+    try:
+        mode = path.stat().st_mode
+    except OSError:  # missing: left to the caller; unreadable: its own connection reports it
         return
+    if not stat.S_ISREG(mode):  # /dev/null read as an empty database, then "disk I/O error"; a FIFO hung the open
+        kinds = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+                 (stat.S_ISSOCK, "a socket"))  # fmt: skip
+        kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+        raise ConfigError(f"--db / ORCH_DB_URL names {path}, {kind}, not an SQLite database file ({shown_url})",
+                          "pass --db sqlite:///PATH of a regular file, an orch database or a new file that orch will "
+                          "create, e.g. sqlite:///./orch.db")  # fmt: skip
     try:
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30)
         try:

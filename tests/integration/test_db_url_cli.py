@@ -84,6 +84,26 @@ def test_a_url_that_cannot_be_used_as_written_is_exit_2(tmp_path: Path, shape: s
     assert res.stdout == "" and SECRET not in res.stderr
 
 
+@pytest.mark.parametrize("command", ALL_COMMANDS, ids=lambda c: "-".join(c[:2]))
+@pytest.mark.parametrize("what", ["dev-null", "fifo"])
+def test_an_sqlite_path_that_is_not_a_regular_file_is_exit_2(tmp_path: Path, what: str,
+                                                              command: tuple[str, ...]) -> None:  # fmt: skip
+    """Issue 21: ``--db sqlite:////dev/null`` exited 1 ("database migration to head failed: disk I/O error", as if
+    a database had failed), and a FIFO hung every command on SQLite's open. A device or a FIFO is a setting to
+    fix: exit 2 naming the path, what it is, and the fix."""
+    if what == "dev-null":
+        path, kind = Path("/dev/null"), "a character device"
+    else:
+        path, kind = tmp_path / "db.fifo", "a FIFO"
+        os.mkfifo(path)
+    res = orch(f"sqlite:///{path}", tmp_path, *command)
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert lines[0] == (f"error: --db / ORCH_DB_URL names {path}, {kind}, not an SQLite database file "
+                        f"(sqlite:///{path})"), res.stderr  # fmt: skip
+    assert len(lines) == 2 and lines[1].startswith("hint: ") and "sqlite:///./orch.db" in lines[1], res.stderr
+    assert res.stdout == "" and "Traceback" not in res.stderr
+
 @pytest.mark.parametrize("command", ALL_COMMANDS[:3], ids=lambda c: "-".join(c[:2]))
 def test_a_server_that_is_down_is_exit_1_on_every_command(tmp_path: Path, command: tuple[str, ...]) -> None:
     import socket
