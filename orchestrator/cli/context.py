@@ -93,6 +93,15 @@ class AppContext:
             )
         return is_sqlite
 
+    def check_db_setting(self) -> None:
+        """Check ``--db`` / ORCH_DB_URL as the commands that open the store do, without connecting or creating
+        anything (``store.session.check_url``): for ``orch doctor``, which does not use the store. Raises
+        ConfigError (exit 2)."""
+        from orchestrator.store.session import check_url
+
+        self.check_db_url(create=True)
+        check_url(self.settings.db_url)
+
     def _open_store(self, create: bool) -> Store:
         from orchestrator.store import compute, schema_head
         from orchestrator.store.repo import Store

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated
 
 import typer
@@ -30,7 +31,10 @@ def doctor(
         bool, typer.Option("--probe-nodes", help="A Slurm group: read every usable node's facts with a short job.")
     ] = False,
 ) -> None:
-    """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent."""
+    """Check DNS, TCP, SSH banner, host key, auth, Python/torch/CUDA, GPUs, disk and the deployed agent.
+
+    Doctor does not use the results database: --db is checked as written (exit 2 when no command could use it),
+    never connected to."""
     app = app_context(ctx)
     inv = app.inventory()
     ensure_open_files(concurrency, hosts=selected_count(inv, hosts))
@@ -38,7 +42,10 @@ def doctor(
     from orchestrator.fleet import view_of_reports
 
     opts = DoctorOptions(timeout_s=timeout, concurrency=concurrency, probe_nodes=probe_nodes)
-    report = run_doctor_sync(inv, hosts, opts)
+    with ThreadPoolExecutor(1, thread_name_prefix="orch-db-check") as pool:
+        db_checked = pool.submit(app.check_db_setting)  # SQLAlchemy's import (~0.3 s) while the hosts are checked
+        report = run_doctor_sync(inv, hosts, opts)
+        db_checked.result()  # a --db no command could use: exit 2, before anything is printed
     group_of = {h.name: h.group for h in inv.hosts}
     reports = report.hosts
     if (slurm := inv.slurm_group(hosts)) is not None:  # its nodes: in the fleet view when probed

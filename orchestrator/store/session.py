@@ -72,6 +72,27 @@ def make_engine(url: str) -> Engine:
     return engine
 
 
+def check_url(url: str) -> None:
+    """Raise what opening ``url`` would raise for the setting itself, connecting to nothing and creating nothing:
+    ``make_engine``'s ConfigErrors (a malformed or ambiguous URL, a driver not installed, an SQLite path that is
+    not a database file), and for an SQLite file a directory that does not exist (``orch run`` would refuse it
+    creating its migration lock, ``store/migrate.py``). For commands that do not use the store (``orch doctor``):
+    a setting every other command refuses is refused there too. A server that is down is not found here."""
+    engine = make_engine(url)
+    try:
+        database = engine.url.database if engine.dialect.name == "sqlite" else None
+    finally:
+        engine.dispose()
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return
+    parent = Path(database).parent
+    if not parent.is_dir():
+        what = "a directory that does not exist" if not parent.exists() else f"a directory that is a file, {parent}"
+        raise ConfigError(f"--db / ORCH_DB_URL names an SQLite file in {what}: {database}",
+                          f"create {parent}, or point --db / ORCH_DB_URL at a file in an existing directory, e.g. "
+                          "sqlite:///./orch.db")  # fmt: skip
+
+
 def _refuse_non_sqlite(path: Path, shown_url: str) -> None:
     """ConfigError (exit 2) when ``path`` exists and is not an SQLite database: a directory, anything but a
     regular file (``/dev/null``, a FIFO: judged by ``stat`` before SQLite opens it), or a file SQLite itself calls

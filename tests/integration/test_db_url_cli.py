@@ -63,7 +63,8 @@ def test_a_lock_that_cannot_be_created_fails_at_once_naming_it(tmp_path: Path, w
 # answers 503 until the database is reachable (test_db_lifecycle.py). Never a traceback, never the password.
 
 SECRET = "Pw0rdS3cret"
-ALL_COMMANDS = [*COMMANDS, ("runs", "list"), ("serve", "--port", "1")]  # serve fails before it binds the port
+# serve fails before it binds the port; doctor, which never opens the store, checks the setting all the same
+ALL_COMMANDS = [*COMMANDS, ("runs", "list"), ("serve", "--port", "1"), ("doctor",)]
 CONFIG_SHAPES = {
     "in-memory": "sqlite:///",
     "unknown-driver": "nosuch://x",
@@ -103,6 +104,27 @@ def test_an_sqlite_path_that_is_not_a_regular_file_is_exit_2(tmp_path: Path, wha
                         f"(sqlite:///{path})"), res.stderr  # fmt: skip
     assert len(lines) == 2 and lines[1].startswith("hint: ") and "sqlite:///./orch.db" in lines[1], res.stderr
     assert res.stdout == "" and "Traceback" not in res.stderr
+
+def test_doctor_checks_the_database_setting_but_never_connects(tmp_path: Path) -> None:
+    """Issue 21: ``orch doctor`` took any ``--db`` (``not a url``, ``sqlite:////nonexistent/dir/x.db``) and exited 0.
+    A setting every other command refuses as written is exit 2 in doctor too (the URL shapes above); a directory
+    missing for an SQLite file as ``orch run`` refuses it, nothing created. Doctor does not use the store, so a
+    server that is down is not its failure: it never connects."""
+    missing = tmp_path / "no" / "such" / "x.db"
+    res = orch(f"sqlite:///{missing}", tmp_path, "doctor")
+    assert res.returncode == 2, (res.stdout, res.stderr)
+    lines = res.stderr.strip().splitlines()
+    assert lines[0] == f"error: --db / ORCH_DB_URL names an SQLite file in a directory that does not exist: {missing}"
+    assert len(lines) == 2 and f"create {missing.parent}" in lines[1] and "sqlite:///./orch.db" in lines[1], lines
+    assert res.stdout == "" and not (tmp_path / "no").exists()
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = orch(f"postgresql://u:{SECRET}@127.0.0.1:{port}/x", tmp_path, "doctor")
+    assert res.returncode in (0, 1) and res.stderr == "", (res.stdout, res.stderr)  # the hosts' verdict, no store's
+    assert "hosts passed" in res.stdout and SECRET not in res.stdout
 
 @pytest.mark.parametrize("command", ALL_COMMANDS[:3], ids=lambda c: "-".join(c[:2]))
 def test_a_server_that_is_down_is_exit_1_on_every_command(tmp_path: Path, command: tuple[str, ...]) -> None:
