@@ -84,7 +84,9 @@ def list_runs(
     ctx: typer.Context,
     suite: Annotated[str | None, typer.Option(help="Only this suite.")] = None,
     host: Annotated[str | None, typer.Option(help="Only runs that include this host.")] = None,
-    status: Annotated[str | None, typer.Option(help=f"Only runs in this state: {', '.join(RUN_STATUSES)}.")] = None,
+    status: Annotated[
+        str | None, typer.Option(help=f"Only runs in this state, in any case: {', '.join(RUN_STATUSES)}.")
+    ] = None,
     label: Annotated[str | None, typer.Option(help="Only runs with this label.")] = None,
     since: Annotated[
         str | None,
@@ -94,8 +96,9 @@ def list_runs(
     json_out: JsonOpt = False,
 ) -> None:
     """Runs, newest first. Ids are shown in their short form (the last 8 hex digits), which every command takes."""
-    if status is not None and status not in RUN_STATUSES:
+    if status is not None and status.lower() not in RUN_STATUSES:
         raise UsageError(f"--status {status!r} is not a run state", f"use one of: {', '.join(RUN_STATUSES)}")
+    status = status.lower() if status is not None else None  # RUNNING, Running: running
     f = RunFilter(suite=suite, host=host, status=status, label=label, since=parse_since(since) if since else None)
     with _store(ctx) as store:
         page = store.list_runs(f, limit=limit)

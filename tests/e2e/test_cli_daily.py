@@ -120,6 +120,23 @@ def test_label_rm_and_list_filters(orch: Orch, store: Store) -> None:
     assert orch("runs", "show", a).returncode == 2
 
 
+def test_runs_list_status_is_case_insensitive_and_an_unknown_one_names_the_states(orch: Orch, store: Store) -> None:
+    """Issue 21: ``runs list --status RUNNING`` was refused ("--status 'RUNNING' is not a run state"); a state is
+    taken in any case. An unknown one still lists the states, exit 2."""
+    done = _run(store)
+    store.upsert_host("h1", address="h1.example", group="g", labels={})
+    running = store.create_run(suite="moe-sweep", params={}, preset=None, label=None, hosts=["h1"],
+                               started_by="t@box", started_on="box")  # fmt: skip
+    for given, want in (("RUNNING", running), ("Running", running), ("COMPLETED", done)):
+        res = orch("runs", "list", "--status", given)
+        assert res.returncode == 0, res.stderr
+        assert _ids_listed(res.stdout) == [short_run_id(want)], res.stdout
+    assert [r["id"] for r in orch.json("runs", "list", "--status", "RUNNING")["items"]] == [running]
+    bad = orch("runs", "list", "--status", "RUNING")
+    assert bad.returncode == 2 and bad.stdout == "", bad.stderr
+    assert bad.stderr.splitlines() == ["error: --status 'RUNING' is not a run state",
+                                       "hint: use one of: pending, running, completed, partial, failed, cancelled"]
+
 def test_rm_declined_at_the_prompt_says_nothing_was_removed_and_exits_0(orch: Orch, store: Store) -> None:
     """The finding: answering no to `orch runs rm`'s question exited 1 ("a host or run failed") without a word."""
     store.upsert_host("h1", address="h1.example", group="g", labels={})
