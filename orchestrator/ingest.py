@@ -30,6 +30,7 @@ from orchestrator.protocol import (
     parse_line,
     unholdable_problem,
 )
+from orchestrator.suites.secrets import REDACTED
 from orchestrator.transport.lines import MAX_LINE_BYTES, Line, OversizeLine
 from orchestrator.wording import counted
 
@@ -49,6 +50,55 @@ def line_event(line: Line, position: int, *, cap: int = MAX_LINE_BYTES, shift: i
     if isinstance(line, OversizeLine):
         return oversize_event(position + shift, line.size, line.head, cap)
     return parse_line(line, expected_seq=position, shift=shift)
+
+
+class CaseList:
+    """The case list a run sent to a host's agent: its resolved spec's ``cases``, as the runner stores it in the
+    host run's ``info["spec"]`` when the host starts (``suites.secrets.redact_spec``: each secret ``env`` value
+    replaced by :data:`suites.secrets.REDACTED`). The agent writes ``cases[i]`` as the ``case`` of case ``i``'s
+    ``case_start`` and ``result`` or ``error`` lines, unchanged (``agents/orch_agent/worker.py``), so a line whose
+    ``case`` is not the list's entry at its ``case_index`` (or whose index the list does not have) was not written
+    by this run's agent for that case: a spool edited consistently in both lines of a case would otherwise store
+    its numbers under parameters the run never measured.
+
+    Values are compared as JSON text (Python's ``1 == 1.0 == True`` are three parameters); a redacted ``env``
+    value of the list matches any value of the line (the secret is not kept, and never stored)."""
+
+    def __init__(self, cases: Sequence[Mapping[str, Any]]) -> None:
+        self.cases = [dict(c) for c in cases]
+        self._texts = [_params_shown(c, cut=False) for c in self.cases]
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any] | None) -> CaseList | None:
+        """The case list recorded in a host run's ``info`` (``info["spec"]["cases"]``), or None when it holds none
+        (a run made by ``orch runs import``, which never sent a spec: its cases cannot be checked)."""
+        spec = (info or {}).get("spec")
+        cases = spec.get("cases") if isinstance(spec, Mapping) else None
+        if not isinstance(cases, list) or not all(isinstance(c, Mapping) for c in cases):
+            return None
+        return cls(cases)
+
+    def problem(self, case_index: int, case: Mapping[str, Any]) -> tuple[str, dict[str, Any] | None] | None:
+        """Why ``case`` cannot be case ``case_index``'s parameters, and the list's entry for that index (None
+        when it has none); None when they agree."""
+        if not 0 <= case_index < len(self.cases):
+            return (f"case {case_index} is not in the case list the run sent to the agent "
+                    f"({counted(len(self.cases), 'case')})"), None  # fmt: skip
+        want = self.cases[case_index]
+        mine = _as_listed(case, want)
+        text = _params_shown(mine, cut=False)
+        if text == self._texts[case_index]:
+            return None
+        return (f"its case parameters {_params_shown(mine)} are not those of case {case_index} in the case list the "
+                f"run sent to the agent, {_params_shown(want)}"), want  # fmt: skip
+
+
+def _as_listed(case: Mapping[str, Any], want: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``case`` with each ``env`` value that ``want`` (a case list's entry) keeps redacted redacted too."""
+    env, listed = case.get("env"), want.get("env")
+    if not isinstance(env, Mapping) or not isinstance(listed, Mapping):
+        return case
+    return {**case, "env": {k: REDACTED if listed.get(k) == REDACTED else v for k, v in env.items()}}
 
 
 class SpoolLines:
@@ -75,16 +125,23 @@ class SpoolLines:
       ``case_start`` was stored without a result or error row for that case after it is named in the done event
       (:data:`UNFINISHED_KEY`): the store makes that one error row at the done line's position, and the host is
       ``failed`` (:func:`host_verdict`). A refused result line that names its case (a seq mismatch, a wrong field,
-      an unknown type) is such a row.
+      an unknown type) is such a row;
+    - with ``cases`` (:class:`CaseList`, the case list the run sent to the agent), a ``case_start``, ``result`` or
+      case ``error`` whose ``case`` is not the list's entry at its ``case_index`` is one ``error`` row naming both
+      parameter sets, stored under the list's (a result's is on the agent's side of the counts, as any refused
+      result line's): its numbers are never stored under parameters the run did not send. Without ``cases`` (a run
+      made by ``orch runs import`` records none) the parameters are not checked against a list.
 
     The blank-line shift is counted from ``start``: a follow reattached past a blank line sees the lines after
     it as seq mismatches (error rows), which the reconciliation reports as well.
     """
 
-    def __init__(self, start: int = 0, *, cap: int = MAX_LINE_BYTES) -> None:
+    def __init__(self, start: int = 0, *, cap: int = MAX_LINE_BYTES, cases: CaseList | None = None) -> None:
         self.position = start
         self.cap = cap
         self.shift = 0
+        self.cases = cases
+        self._listed: dict[str, Any] | None = None  # the case list's entry for a line refused for its parameters
         self._open: int | None = None  # the case whose case_start came last, until its result or error
         self._finished: dict[int, tuple[str, int]] = {}  # case -> the type and position of the line that ended it
         self._unanswered: dict[int, tuple[int, dict[str, Any]]] = {}  # started case -> its case_start's line, case
@@ -133,9 +190,11 @@ class SpoolLines:
             problem = self._case_order(ev)  # a line orch already refused says nothing about the cases
         if problem is None:
             return ev if cleaned is None else Event(ev.seq, ev.type, ev.ts, ev.v, ev.data, ev.plain, cleaned)
+        fields = case_fields(ev.data)
+        if self._listed is not None:  # stored under the parameters the run sent, never the line's
+            fields["case"], self._listed = self._listed, None
         return error_event(pos, f"agent line {pos} ({ev.type[:_TYPE_SHOWN]}): {problem}; its content is not trusted",
-                           kind="protocol", line_type=ev.type[:_TYPE_SHOWN], **case_fields(ev.data),
-                           **extra)  # fmt: skip
+                           kind="protocol", line_type=ev.type[:_TYPE_SHOWN], **fields, **extra)  # fmt: skip
 
     def _with_unfinished(self, ev: Event) -> Event:
         """The done event with :data:`UNFINISHED_KEY` set to the started cases without a row (when its status is
@@ -155,8 +214,9 @@ class SpoolLines:
             assert ci is not None  # field_problem checked it
             if ci in self._finished:
                 return f"case {ci} was started again after it ended"
-            self._open = ci
-            return None
+            listed = self._list_problem(ci, ev.case)
+            self._open = None if listed else ci
+            return listed
         if ev.type not in ("result", "error") or ci is None:
             return None
         open_case = self._open
@@ -175,8 +235,23 @@ class SpoolLines:
         ):  # the agent writes one case object in both lines; compared as JSON (Python's 1 == 1.0 == True)
             return (f"its case parameters {_params_shown(ev.case)} are not those of case {ci}'s case_start on "
                     f"line {started[0]}, {_params_shown(started[1])}")  # fmt: skip
+        if started is None:  # else its case_start's parameters, checked against the list, are the line's
+            listed = self._list_problem(ci, ev.case)
+            if listed:
+                return listed
         self._finished[ci] = (ev.type, ev.seq)  # only a line that is stored ends its case
         return None
+
+    def _list_problem(self, ci: int, case: dict[str, Any] | None) -> str | None:
+        """Why the line's ``case`` is not case ``ci`` of :attr:`cases` (keeping the list's entry for the error
+        row), or None; never a problem without a list or without a ``case`` on the line."""
+        if self.cases is None or case is None:
+            return None
+        found = self.cases.problem(ci, case)
+        if found is None:
+            return None
+        problem, self._listed = found
+        return problem
 
 
 def _params_shown(case: Mapping[str, Any], cut: bool = True) -> str:

@@ -71,7 +71,7 @@ from orchestrator.facts import host_facts_summary
 from orchestrator.fanout import fanout
 from orchestrator.fleet import FleetView, describe, fleet_view, gate
 from orchestrator.fleet import check_fields as check_drift_fields
-from orchestrator.ingest import HostVerdict, SpoolLines, host_verdict, is_done_line
+from orchestrator.ingest import CaseList, HostVerdict, SpoolLines, host_verdict, is_done_line
 from orchestrator.inventory import Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.resume import (
@@ -413,6 +413,10 @@ class _HostRun:
         self.secrets: tuple[str, ...] = ()  # the suite's secret env values: scrubbed from every event
         self.past_done: tuple[int, int] | None = None  # lines found after the done line, and the done line's seq
         self.done_ts: float | None = None  # when the agent wrote its done line (unix s): the host run's end
+        # the case list the run sent to the agent (host_runs.info.spec), read once before the first follow: each
+        # case line's parameters are checked against it (ingest.CaseList)
+        self.case_list: CaseList | None = None
+        self.case_list_read = False
 
     async def connect(self) -> Transport:
         if self.t is None:
@@ -545,6 +549,9 @@ class _HostRun:
         next_seq = from_seq
         attempt = 0
         silent_pid: int | None = None  # a follower that went silent, still to be killed on the host
+        if not self.case_list_read:
+            rec = await w.call(self.r.store.get_host_run, self.r.run_id, name)
+            self.case_list, self.case_list_read = CaseList.from_info(rec.info if rec is not None else None), True
         while True:
             try:
                 t = await self.connect()
@@ -648,7 +655,8 @@ class _HostRun:
         any later line is queued."""
         lines = t.stream(argv, input=start.input if start is not None else None, silent_s=self.r.req.silent_limit_s)
         agent = argv[:2]
-        spool = SpoolLines(0 if prefix is not None else seq)  # field types and case order checked as for import
+        # field types, case order and the case list checked as for import
+        spool = SpoolLines(0 if prefix is not None else seq, cases=self.case_list)
         try:
             if start is not None:
                 await self._started(lines, start)

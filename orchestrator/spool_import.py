@@ -41,7 +41,7 @@ from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
 from orchestrator.facts import host_facts_summary
-from orchestrator.ingest import UNFINISHED_KEY, HostVerdict, SpoolLines, host_verdict, is_done_line
+from orchestrator.ingest import UNFINISHED_KEY, CaseList, HostVerdict, SpoolLines, host_verdict, is_done_line
 from orchestrator.inventory import HOST_NAME_RE, Host, Inventory
 from orchestrator.protocol import Event
 from orchestrator.runner import INGEST_BATCH_MAX, HostOutcome, enrich_event, gpu_spec_for, run_status
@@ -233,7 +233,9 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     batch: list[Event] = [hello] if last < 0 else []
     count, after_done, done_at, done_ts = 1, 0, None, None
     stored_lines: list[int] = []  # what this process's transactions stored: another import may store lines first
-    spool = SpoolLines(1, cap=cap)
+    # the case list the run sent (a live run's host_runs.info.spec; a run made by imports has none: not checked)
+    started = store.get_host_run(run_id, name)
+    spool = SpoolLines(1, cap=cap, cases=CaseList.from_info(started.info if started is not None else None))
     for raw in lines:
         pos = count
         count += 1

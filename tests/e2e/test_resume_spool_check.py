@@ -290,3 +290,40 @@ def test_a_reconnect_after_a_drop_refuses_a_spool_rewritten_meanwhile(one_host_a
     after = {r.seq: r.metrics["wall_ms"]["value"] for r in store.results(run_id, limit=100).items}
     assert {k: after.get(k) for k in stored} == stored and hr.results < 3, after  # the rest was not stored
     store.close()
+
+
+@pytest.mark.parametrize("path", ["resume", "import"])
+def test_a_case_whose_parameters_are_not_the_runs_case_list_entry_is_an_error_row(slow_run: Any, path: str) -> None:
+    """Issue 10, a tester's case: a spool crafted consistently — case 2's ``case_start`` and ``result`` both
+    carry s=1, while the case list the run sent to the agent (``host_runs.info.spec``) has s=7 at index 2 — was
+    stored as an ok row under s=1 by the resume and by ``orch runs import``, run completed. Now the parameters of
+    each case line are compared with the run's case list: the case is an error row naming both parameter sets,
+    under the run's parameters; the host is failed."""
+    orch, _host, suites, store, run_id, spool = slow_run
+    docs = _lines(spool)
+    for doc in docs:
+        if doc.get("case_index") == 2:
+            doc["case"]["s"] = 1
+            doc["case"]["argv"][-1] = "1"
+    spool.write_text("".join(json.dumps(d) + "\n" for d in docs))
+
+    if path == "resume":
+        rc, _out, err = _resume(orch, run_id, suites)
+    else:
+        res = orch("runs", "import", str(spool), "--suite-dir", str(suites), "--json", timeout=scaled(120))
+        rc, err = res.returncode, res.stdout + res.stderr
+
+    assert rc == 1, err
+    rows = store.results(run_id, limit=100).items
+    assert not [r for r in rows if r.case.get("s") == 1], "stored under the spool's parameters"
+    assert [(r.case_index, r.case, r.status) for r in rows if r.case_index == 2] == [
+        (2, {"s": 7}, "error"), (2, {"s": 7}, "error")
+    ]  # fmt: skip
+    said = (r.error or "" for r in rows if r.case_index == 2)
+    start = next(said)
+    assert "(case_start): its case parameters {" in start and '"s": 1' in start, start
+    assert "are not those of case 2 in the case list the run sent to the agent, {" in start, start
+    assert '"s": 7' in start.split("the run sent to the agent, ")[1], start
+    hr = store.get_run(run_id).host_run("gpu-a")
+    assert hr is not None and hr.status == "failed", hr
+    assert store.get_run(run_id).status != "completed"

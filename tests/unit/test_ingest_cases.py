@@ -276,3 +276,34 @@ def test_case_parameters_are_compared_as_json_not_as_python_values(written: obje
     assert [seq for seq, _ in _errors(_events(lines))] == [2]
     lines[2] = _doc(2, "result", case_index=0, case={"n": 1}, metrics={"t": {"value": 1.0, "unit": "ms"}})
     assert _errors(_events(lines)) == []
+
+
+def _listed(lines: list[Line], cases: list[dict[str, Any]] | None) -> list[Event]:
+    from orchestrator.ingest import CaseList
+
+    sp = SpoolLines(0, cases=CaseList.from_info({"spec": {"cases": cases}}) if cases is not None else None)
+    return [sp.event(line) for line in lines]
+
+
+def test_case_lines_are_checked_against_the_run_case_list_redacted_env_matching_any_value() -> None:
+    """The case list as the store keeps it (secret env values redacted) matches the agent's lines, which carry
+    the secret; a parameter written 1.0 where the list has 1 is another parameter; an index the list lacks is
+    refused too; without a list nothing is checked."""
+    case = {"n": 1, "env": {"HF_TOKEN": "s3cr3t-value", "PUBLIC": "0"}}
+    listed = {"n": 1, "env": {"HF_TOKEN": "***", "PUBLIC": "0"}}
+    lines = [_hello(), _doc(1, "case_start", case_index=0, case=case),
+             _doc(2, "result", case_index=0, case=case, metrics={"t": {"value": 1.0, "unit": "ms"}})]  # fmt: skip
+    assert _errors(_listed(lines, [listed])) == []
+    wrong = [_hello(), _doc(1, "case_start", case_index=0, case={"n": 1.0}),
+             _doc(2, "result", case_index=0, case={"n": 1.0}, metrics={"t": {"value": 1.0, "unit": "ms"}}),
+             _doc(3, "case_start", case_index=1, case={"n": 2})]  # fmt: skip
+    events = _listed(wrong, [{"n": 1}])
+    said = 'its case parameters {"n": 1.0} are not those of case 0 in the case list the run sent to the agent, {"n": 1}'
+    assert _errors(events) == [
+        (1, f"agent line 1 (case_start): {said}; {PROTOCOL}"),
+        (2, f"agent line 2 (result): {said}; {PROTOCOL}"),
+        (3, "agent line 3 (case_start): case 1 is not in the case list the run sent to the agent (1 case); "
+            f"{PROTOCOL}"),
+    ]  # fmt: skip
+    assert [e.case for e in events[1:]] == [{"n": 1}, {"n": 1}, {"n": 2}]  # the list's entry where it has one
+    assert _errors(_listed(wrong, None)) == []
