@@ -700,9 +700,10 @@ class _HostRun:
                 raise replaced_spool_error(self.host.name, self._spool_text(), self.r.run_id, raw)
             prefix.compare(raw, raw)  # this run and host, but another agent, machine or case count than stored
             return
-        # prepared as the ingest prepared it, but a result's outputs left on the host are not fetched again: the
-        # digests its line holds of them (info.files) are compared with the stored ones (spool_check)
-        ev = await self.enrich(raw) if raw.type in ("result", "error") else raw
+        # prepared as the ingest prepared it (a log line's text scrubbed of the suite's secrets, as stored), but a
+        # result's outputs left on the host are not fetched again: the digests its line holds of them (info.files)
+        # are compared with the stored ones (spool_check)
+        ev = await self.enrich(raw)
         prefix.compare(raw, ev)
 
     def _refuse_changed(self, prefix: StoredPrefix) -> None:

@@ -27,7 +27,7 @@ from orchestrator.errors import HostError
 from orchestrator.facts import host_facts_summary
 from orchestrator.ingest import done_record, unfinished_error
 from orchestrator.protocol import Event
-from orchestrator.store.compute import clean_metrics, from_unix
+from orchestrator.store.compute import LOG_MAX_CHARS, clean_metrics, from_unix, log_entries
 from orchestrator.store.records import HostRunRecord, ResultRecord
 from orchestrator.store.storable import storable_event
 from orchestrator.wording import counted
@@ -196,6 +196,49 @@ def _clean(ev: Event) -> bool:
     return True
 
 
+def log_conflict(entries: list[tuple[int, str]], stored: str | None, *, last_seq: int,
+                 limit: int = LOG_MAX_CHARS) -> str | None:  # fmt: skip
+    """How the log text the spool's lines up to ``last_seq`` give differs from the ``stored`` one, or None.
+
+    ``entries``: ``(position, text)`` of what each line adds to the host run's log (``compute.log_entries``), in
+    order. The store keeps log lines as one text, the last ``limit`` characters of the entries joined by newlines
+    (``compute.append_bounded``), without their positions or ``ts``: so the comparison covers the levels and
+    messages of what that text still holds (entries cut off its start are not compared), and names the first
+    entry that does not read the same at its place — from the start, or from the end when the text was cut.
+    Positions are not kept: when a line stopped being (or became) a log line, a neighbouring log line is named."""
+    full = "\n".join(text for _, text in entries)
+    have = stored or ""
+    if full[-limit:] == have:
+        return None
+    if len(full) <= limit and len(have) <= limit:  # both whole: aligned at their start
+        pos = 0
+        for seq, text in entries:
+            end = pos + len(text)
+            if have[pos:end] != text or end not in (len(have), have.find("\n", end)):
+                return _log_differs(seq, text, have[pos:].split("\n", 1)[0] if pos < len(have) else None)
+            pos = end + 1
+        return _log_extra(have[len(full) :].lstrip("\n"), "after", entries[-1][0] if entries else None, last_seq)
+    tail = len(have)  # cut: aligned at their end
+    for seq, text in reversed(entries):
+        start = tail - len(text)
+        mine, theirs = (text, have[start:tail]) if start >= 0 else (text[-tail:] if tail else "", have[:tail])
+        if mine != theirs or (start > 0 and have[start - 1] != "\n"):
+            return _log_differs(seq, mine, have[:tail].rsplit("\n", 1)[-1] if tail > 0 else None)
+        if start <= 0:
+            return None  # the entries before were cut off the stored text
+        tail = start - 1
+    return _log_extra(have[:tail], "before", entries[0][0] if entries else None, last_seq)
+
+
+def _log_differs(seq: int, mine: str, theirs: str | None) -> str:
+    return f"line {seq}: log text is {_shown(mine)}, {_shown(theirs) if theirs is not None else 'nothing'} stored"
+
+
+def _log_extra(rest: str, side: str, seq: int | None, last_seq: int) -> str:
+    where = f"{side} line {seq}'s log text" if seq is not None else "where the spool's lines give none"
+    return f"log: the store holds {_shown(rest)} {where}, which no line of the spool up to line {last_seq} writes"
+
+
 def refused_line_prefix(seq: int, line_type: str) -> str:
     """How the error row of a line the database refused begins (``store.refusals``)."""
     return f"agent line {seq} ({line_type}) was not stored: "
@@ -309,6 +352,7 @@ class StoredPrefix:
     suite: str = ""  # the stored run's suite, and its host run: the hello at line 0 is compared with them
     record: HostRunRecord | None = None
     times: dict[int, datetime] = field(default_factory=dict)  # each stored row's ts, by seq
+    log: list[tuple[int, str]] = field(default_factory=list)  # what the spool's lines add to the log, as compared
 
     @classmethod
     def load(cls, store: Store, run_id: str, host: str) -> StoredPrefix:
@@ -329,10 +373,22 @@ class StoredPrefix:
                    record=rec, times=store.result_times(run_id, host))  # fmt: skip
 
     def compare(self, raw_ev: Event, ev: Event) -> None:
-        """Note how the spool's line at ``ev.seq`` (at most ``last_seq``) differs from what is stored there."""
+        """Note how the spool's line at ``ev.seq`` (at most ``last_seq``) differs from what is stored there; at
+        ``last_seq``, how the log text its lines give differs from the stored one (:func:`log_conflict`).
+        ``ev``: the line as the ingest stored it (enriched), whose log text is compared."""
+        row = self.rows.get(ev.seq)
         if ev.seq == 0:
             self.problems.extend(hello_conflicts(raw_ev, run_id=self.run_id, host=self.host)
                                  or hello_record_conflicts(raw_ev, suite=self.suite, rec=self.record))  # fmt: skip
-            return
-        self.problems.extend(line_conflicts(raw_ev, ev, self.rows.get(ev.seq), stored_done=self.stored_done,
-                                            stored_ts=self.times.get(ev.seq)))  # fmt: skip
+        else:
+            self.problems.extend(line_conflicts(raw_ev, ev, row, stored_done=self.stored_done,
+                                                stored_ts=self.times.get(ev.seq)))  # fmt: skip
+        refused = row is not None and (row.error or "").startswith(refused_line_prefix(ev.seq, ev.type))
+        if not refused:  # a line the database refused is a row, nothing of it in the log
+            stored_ev, stand_ins = storable_event(ev)
+            self.log.extend((ev.seq, text) for text in log_entries(stored_ev, stand_ins))
+        if ev.seq == self.last_seq:
+            found = log_conflict(self.log, self.record.log if self.record is not None else None,
+                                 last_seq=self.last_seq)  # fmt: skip
+            if found is not None:
+                self.problems.append(found)

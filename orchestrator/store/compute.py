@@ -14,7 +14,7 @@ from typing import Any
 
 import orjson
 
-from orchestrator.protocol import EXACT_INT_MAX, inexact_int_problem
+from orchestrator.protocol import EXACT_INT_MAX, Event, inexact_int_problem
 
 # Case parameters that do not change what is measured, only how often or with which random draw; two cases
 # that differ only in these are the same case for /compare.
@@ -138,10 +138,26 @@ def median(values: list[float]) -> float:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+LOG_MAX_CHARS = 64_000  # a host run's log and error texts keep their last this many characters (append_bounded)
+
+
 def append_bounded(text: str | None, line: str, limit: int) -> str:
-    """Append a line to a log text, keeping its last ``limit`` characters."""
+    """Append a line to a log text, keeping its last ``limit`` characters (so the text is always the last
+    ``limit`` characters of all its lines joined by newlines, however often it was cut)."""
     out = f"{text}\n{line}" if text else line
     return out[-limit:] if len(out) > limit else out
+
+
+def log_entries(ev: Event, stand_ins: list[str]) -> list[str]:
+    """What one line adds to its host run's log text (``Store._apply``), in order: orch's note of the stand-ins
+    it stored for a line that is not a row (a row keeps them in ``info.stored_as``), then a ``log`` line's
+    ``[level] message``. ``ev``: the line's event as ``storable.storable_event`` made it, with its ``stand_ins``."""
+    out = []
+    if stand_ins and ev.type not in ("result", "error"):
+        out.append("[warn] orch stored " + "; ".join(stand_ins))
+    if ev.type == "log":
+        out.append(f"[{ev.data.get('level', 'info')}] {ev.data.get('message', '')}")
+    return out
 
 
 _STAT_KEYS = ("median", "p10", "p90", "min", "max")

@@ -84,7 +84,7 @@ from orchestrator.store.records import (
 from orchestrator.store.session import compact_json, make_engine, read_session, write_session
 from orchestrator.store.storable import storable, storable_event
 
-LOG_MAX_CHARS = 64_000
+LOG_MAX_CHARS = compute.LOG_MAX_CHARS
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _UUID_DASHES = (8, 12, 16, 20)  # positions (in hex digits) after which a UUID string has a dash
 
@@ -572,8 +572,9 @@ class Store:
         self, hr: HostRun | _IngestState, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str
     ) -> None:
         ev, stand_ins = storable_event(ev)  # NUL, lone surrogates, NaN, >64-bit ints: stored alike on both engines
-        if stand_ins and ev.type not in ("result", "error"):  # a row keeps them in info.stored_as
-            hr.log = compute.append_bounded(hr.log, "[warn] orch stored " + "; ".join(stand_ins), LOG_MAX_CHARS)
+        if stand_ins or ev.type == "log":  # the stand-ins of a line that is no row; a log line's text
+            for entry in compute.log_entries(ev, stand_ins):
+                hr.log = compute.append_bounded(hr.log, entry, LOG_MAX_CHARS)
         d = ev.data
         if ev.type == "result":
             try:
@@ -588,9 +589,6 @@ class Store:
             rows.append(_result_row(run_id, host, ev, "error", {}, None, message))
             if ev.case is None:
                 hr.error = compute.append_bounded(hr.error, f"[seq {ev.seq}] {message}", LOG_MAX_CHARS)
-        elif ev.type == "log":
-            line = f"[{d.get('level', 'info')}] {d.get('message', '')}"
-            hr.log = compute.append_bounded(hr.log, line, LOG_MAX_CHARS)
         elif ev.type == "hello":
             facts = d.get("facts")
             if hr.facts is None and isinstance(facts, dict):

@@ -327,3 +327,28 @@ def test_a_case_whose_parameters_are_not_the_runs_case_list_entry_is_an_error_ro
     hr = store.get_run(run_id).host_run("gpu-a")
     assert hr is not None and hr.status == "failed", hr
     assert store.get_run(run_id).status != "completed"
+
+
+def test_resume_compares_the_stored_log_lines(slow_run: Any, tmp_path: Path) -> None:
+    """Issue 10, a tester's case: a log line was never compared by the resume (nor the import): a spool whose
+    stored log line says other words was taken as the stored one. Here the log line (at the first position orch
+    had not stored) is stored by an import of a copy without the done line; the spool is then rewritten on the
+    host. The resume, and the import, refuse it naming the line and both texts; nothing of it is stored."""
+    orch, _host, suites, store, run_id, spool = slow_run
+    docs = _lines(spool)
+    at = store.last_seq(run_id, "gpu-a") + 1
+    docs.insert(at, {"v": 1, "seq": at, "type": "log", "ts": docs[at - 1]["ts"], "level": "info",
+                     "message": "warming up"})  # fmt: skip
+    for pos, doc in enumerate(docs):
+        doc["seq"] = pos
+    docs[-1]["counts"]["lines"] = len(docs) - 1
+    copy = tmp_path / "copy.jsonl"
+    copy.write_text("".join(json.dumps(d) + "\n" for d in docs[:-1]))  # as copied before the agent ended
+    res = orch("runs", "import", str(copy), "--host", "gpu-a", "--suite-dir", str(suites), "--json",
+               timeout=scaled(120))  # fmt: skip
+    assert res.returncode == 1 and json.loads(res.stdout)["status"] == "unfinished", res.stdout + res.stderr
+    before, last_seq = _stored(store, run_id), store.last_seq(run_id, "gpu-a")
+    assert last_seq == len(docs) - 2
+    docs[at]["message"] = "rewritten"
+    _refused(slow_run, docs, f"line {at}: log text is '[info] rewritten', '[info] warming up' stored", before,
+             last_seq)  # fmt: skip

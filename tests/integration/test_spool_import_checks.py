@@ -285,3 +285,51 @@ def test_a_stored_line_whose_outputs_stayed_on_the_host_is_judged_by_their_diges
         out = _import(store, path, suite_dir)
         assert out.status == "completed" and out.new_lines == 0, out
     assert [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items] == before
+
+
+def _with_logs(*logs: tuple[str, str]) -> list[bytes]:
+    """``echo_lines()`` with the log lines ``(level, message)`` after case 0's result (from line 3), every seq its
+    position and the done line's count of lines to match."""
+    lines = echo_lines()
+    lines[3:3] = [_line(0, "log", level=level, message=message) for level, message in logs]
+    out = []
+    for pos, raw in enumerate(lines):
+        doc = json.loads(raw)
+        doc["seq"], doc["ts"] = pos, 1_790_000_000.0 + pos
+        if doc["type"] == "done":
+            doc["counts"]["lines"] = pos
+        out.append(json.dumps(doc).encode())
+    return out
+
+
+@pytest.mark.parametrize(
+    ("line_4", "says"),
+    [
+        (_line(4, "log", level="warning", message="rewritten"),
+         "line 4: log text is '[warning] rewritten', '[warning] clocks low' stored"),  # fmt: skip
+        (_line(4, "log", level="error", message="clocks low"),
+         "line 4: log text is '[error] clocks low', '[warning] clocks low' stored"),  # fmt: skip
+        (_line(4, "case_start", case_index=1, case=_case(1)),  # case 1 started twice: the agent's order kept
+         "log: the store holds '[warning] clocks low' after line 3's log text, which no line of the spool up to "
+         "line 9 writes"),  # fmt: skip
+    ],
+)
+def test_a_spool_whose_stored_log_lines_changed_is_refused(
+    store: Store, tmp_path: Path, suite_dir: Path, line_4: bytes, says: str
+) -> None:
+    """Issue 10, a tester's case: log lines were not compared at import (nor at resume): a spool whose log line
+    at a stored position says other words (or is another line) was taken as the stored one. Now the log text the
+    store keeps is compared as well: the conflict names the line and both texts, nothing is imported. A log
+    line with a NUL (stored as U+2400, with orch's note in the log) is the same line on both imports."""
+    first = _with_logs(("info", "warming up\x00"), ("warning", "clocks low"))
+    out = _import(store, _write(tmp_path / "events.jsonl", first), suite_dir)
+    assert (out.status, out.new_lines) == ("completed", 10), out
+    again = _import(store, _write(tmp_path / "events.jsonl", first), suite_dir)
+    assert (again.status, again.new_lines) == ("completed", 0), again
+    before = [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items]
+    changed = list(first)
+    changed[4] = line_4
+    with pytest.raises(UsageError, match="conflicts with the stored run") as info:
+        _import(store, _write(tmp_path / "other.jsonl", changed), suite_dir)
+    assert says in info.value.message, info.value.message
+    assert [(r.seq, r.status, r.metrics) for r in store.results(RUN_ID).items] == before

@@ -262,3 +262,44 @@ def test_a_hello_that_leaves_out_what_the_host_run_stored_is_a_conflict() -> Non
         "host fact gpu_name is 'NVIDIA H200' in the spool, None stored for gpu-a"]
     bad_spec = HostRunRecord(**{**rec.__dict__, "cases_total": 0})
     assert hello_record_conflicts(hello(suite=None, cases_total=0), suite="slow", rec=bad_spec) == []
+
+
+def test_log_text_is_compared_as_far_as_the_store_keeps_it() -> None:
+    """The store keeps a host run's log as the last characters of its entries joined by newlines, without
+    positions: what it holds is compared and the first entry that does not read the same is named; entries cut
+    off its start are not compared."""
+    from orchestrator.spool_check import log_conflict
+    from orchestrator.store.compute import append_bounded
+
+    entries = [(3, "[info] " + "x" * 30), (5, "[info] second"), (8, "[warning] third")]
+    stored = None
+    for _, text in entries:
+        stored = append_bounded(stored, text, 40)
+    assert log_conflict(entries, stored, last_seq=9, limit=40) is None
+    assert log_conflict([(3, "[info] " + "y" * 30), *entries[1:]], stored, last_seq=9, limit=40) == (
+        "line 3: log text is 'yyyyyyyyyy', 'xxxxxxxxxx' stored"  # the part the store keeps
+    )
+    tail = None
+    for _, text in entries:
+        tail = append_bounded(tail, text, 29)
+    assert tail == "[info] second\n[warning] third"
+    assert log_conflict([(3, "[info] " + "y" * 30), *entries[1:]], tail, last_seq=9, limit=29) is None  # cut off
+    assert log_conflict([entries[0], (5, "[info] secund"), entries[2]], stored, last_seq=9, limit=40) == (
+        "line 5: log text is '[info] secund', '[info] second' stored"
+    )
+    assert log_conflict([entries[0], (5, "[info] second!"), entries[2]], stored, last_seq=9, limit=40) == (
+        "line 5: log text is '[info] second!', '[info] second' stored"
+    )
+    whole = "\n".join(text for _, text in entries)
+    assert log_conflict(entries[:2], whole, last_seq=9) == (
+        "log: the store holds '[warning] third' after line 5's log text, which no line of the spool up to line 9 "
+        "writes"
+    )
+    assert log_conflict([entries[0], (5, "[info] second!"), entries[2]], whole, last_seq=9) == (
+        "line 5: log text is '[info] second!', '[info] second' stored"
+    )
+    assert log_conflict(entries[:2], stored, last_seq=9, limit=40) == (  # cut: aligned at the end
+        "line 5: log text is '[info] second', '[warning] third' stored"
+    )
+    assert log_conflict([*entries, (9, "[info] more")], stored, last_seq=9, limit=40) is not None
+    assert log_conflict([], None, last_seq=9) is None
