@@ -463,7 +463,8 @@ class Store:
         that would skip a position raises ValueError (a bug in the caller, nothing of the batch is stored).
 
         ``result`` → a result row; ``error`` → a result row with status ``error`` (with its case when it has
-        one; a host-level error's text also goes to the host run's error text); ``log`` lines → the host run's
+        one; a host-level error is a row too, and the host run's error text is left to its verdict, which names
+        the first error row); ``log`` lines → the host run's
         log text; ``hello`` → facts, agent version, cases_total when not yet known; ``done`` → the agent's counts
         and status (``ingest.done_record``); ``case_start`` and unknown types are skipped. A result whose metrics
         are malformed is stored as an error row.
@@ -584,11 +585,10 @@ class Store:
                 row = _result_row(run_id, host, ev, "error", {}, None, f"malformed result: {exc}")
                 row["info"] = {**(row["info"] or {}), JUDGED_KEY: True, "error_kind": "invalid"}
                 rows.append(row)
-        elif ev.type == "error":
-            message = str(d.get("message", "error"))
-            rows.append(_result_row(run_id, host, ev, "error", {}, None, message))
-            if ev.case is None:
-                hr.error = compute.append_bounded(hr.error, f"[seq {ev.seq}] {message}", LOG_MAX_CHARS)
+        elif ev.type == "error":  # a host-level one too is a row, never the host run's error text: that is the
+            # reason for its status, written with it (finish_host_run) — the same text for one spool, followed
+            # live, resumed after a failed attempt (whose error is history) or imported
+            rows.append(_result_row(run_id, host, ev, "error", {}, None, str(d.get("message", "error"))))
         elif ev.type == "hello":
             facts = d.get("facts")
             if hr.facts is None and isinstance(facts, dict):
@@ -1164,7 +1164,7 @@ class _IngestState:
     """A host run's columns that ingest reads and writes (``Store._apply``), loaded by Core; :func:`_update_host_runs`
     writes back the ones that changed."""
 
-    FIELDS = ("last_seq", "results", "errors", "facts", "agent_version", "cases_total", "done_counts", "error", "log")
+    FIELDS = ("last_seq", "results", "errors", "facts", "agent_version", "cases_total", "done_counts", "log")
 
     def __init__(self, row: Any) -> None:
         self.id: int = row.id
@@ -1177,7 +1177,6 @@ class _IngestState:
         self.agent_version: str | None = row.agent_version
         self.cases_total: int | None = row.cases_total
         self.done_counts: dict[str, Any] | None = row.done_counts
-        self.error: str | None = row.error
         self.log: str | None = row.log
         self._loaded = {f: getattr(self, f) for f in self.FIELDS}
 

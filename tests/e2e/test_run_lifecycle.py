@@ -4,6 +4,8 @@ orch died, collected by ``orch run --resume`` — on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +170,100 @@ def test_an_output_changed_on_the_host_after_its_result_is_never_parsed(
     assert "; the result line says 70007 bytes, sha256 " in err and "changed on the host after the result" in err
     assert store.get_run(run_id).status != "completed"
     store.close()
+
+
+# case 1 sleeps 6 s: long enough to append a line to the spool between its case_start and its result
+APPENDED_SUITE = """\
+name: appended
+description: three cases sleeping 0, 6 and 0 s
+command: ["/bin/sh", "-c", "sleep $1; echo 'v: 1'", "sh", "{s}"]
+params:
+  s: {type: list, default: [0, 6, 0], help: "seconds to sleep"}
+parser: {name: regex, pattern: 'v: (?P<v>[0-9]+)'}
+metrics:
+  v: {path: v, unit: count}
+"""
+
+
+def _worker(run_id: str) -> int | None:
+    """The pid of run ``run_id``'s worker on gpu-a: the agent process leading its own session in the run's
+    directory on the host (as tests/e2e/test_worker_signals.py finds it)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            session = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[3])
+        except (OSError, IndexError, ValueError):
+            continue
+        if cwd.endswith(f"/runs/{run_id}/gpu-a") and session == int(entry.name):
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.parametrize("resumed", [False, True])
+def test_a_live_run_and_the_import_of_its_spool_store_the_same_host_error(
+    one_host_any_db: tuple[Orch, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, resumed: bool
+) -> None:
+    """Issue 10: the same spool left its host run another ``error`` text live than imported into another store.
+    A host-level error line is appended to the spool on the host while the run goes (as another writer may,
+    under the spool's flock); ``resumed``: the worker is then stopped until the host fails, and the run is
+    collected by ``orch run --resume`` once the worker went on (the failed attempt's error is history then). The
+    host run's error and that of ``orch runs import`` of the same spool into a second store are the same text."""
+    import fcntl
+    import json
+    import signal
+
+    monkeypatch.setenv("ORCH_WORKER_STOPPED_S", str(scaled(3)) if resumed else "3600")
+    orch, host = one_host_any_db
+    suites = tmp_path / "suites"
+    suites.mkdir()
+    (suites / "appended.yaml").write_text(APPENDED_SUITE)
+    proc = orch.popen("run", "appended", "--hosts", "gpu-a", "--suite-dir", str(suites), "--timeout",
+                      str(scaled(30)), "--json")  # fmt: skip
+    worker = None
+    try:
+        runs = host.home / ".orch" / "runs"
+        spool = wait_for(lambda: next(runs.rglob("events.jsonl"), None), timeout_s=scaled(120), what="the spool")
+        assert isinstance(spool, Path)
+        wait_for(lambda: len(spool.read_bytes().splitlines()) >= 4, timeout_s=scaled(120),
+                 what="case 1's case_start")  # fmt: skip
+        with spool.open("ab") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            seq = len(spool.read_bytes().splitlines())
+            f.write(json.dumps({"v": 1, "seq": seq, "type": "error", "ts": time.time(),
+                                "message": "nvidia-smi timed out"}).encode() + b"\n")  # fmt: skip
+            fcntl.flock(f, fcntl.LOCK_UN)
+        if resumed:
+            worker = _worker(spool.parent.parent.name)
+            assert worker is not None
+            os.kill(worker, signal.SIGSTOP)
+        out, err = proc.communicate(timeout=scaled(240))
+    finally:
+        if worker is not None:
+            os.kill(worker, signal.SIGCONT)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1, err[-3000:]
+    run_id = json.loads(out)["run_id"]
+    if resumed:
+        wait_for(lambda: b'"done"' in spool.read_bytes().splitlines()[-1], timeout_s=scaled(120),
+                 what="the agent's done line")  # fmt: skip
+        res = orch("run", "--resume", run_id, "--suite-dir", str(suites), "--timeout", str(scaled(30)),
+                   timeout=scaled(240))  # fmt: skip
+        assert res.returncode == 1 and "Traceback" not in res.stderr, res.stdout + res.stderr
+    live = Store.from_url(orch.db_url)
+    live_hr = live.get_run(run_id).host_run("gpu-a")
+    live.close()
+    second = Orch(orch.inventory, f"sqlite:///{tmp_path / 'second.db'}", tmp_path)
+    assert second("db", "upgrade").returncode == 0
+    res = second("runs", "import", str(spool), "--suite-dir", str(suites), "--json", timeout=scaled(120))
+    assert res.returncode == 1, res.stdout + res.stderr
+    imported = Store.from_url(second.db_url)
+    imported_hr = imported.get_run(run_id).host_run("gpu-a")
+    imported.close()
+    assert live_hr is not None and imported_hr is not None
+    assert (live_hr.status, imported_hr.status) == ("failed", "failed")
+    assert live_hr.error == imported_hr.error, (live_hr.error, imported_hr.error)
+    assert "the first error row: nvidia-smi timed out" in (live_hr.error or ""), live_hr.error

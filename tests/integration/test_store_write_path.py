@@ -164,7 +164,7 @@ def test_error_rows_texts_and_their_empty_metrics(store: Store) -> None:
         (2, "error", "error"),
         (3, "error", "malformed result: metric 'x' needs a finite number 'value' and a string 'unit'"),
     ]
-    assert _host(store, run_id).error == "[seq 0] nvidia-smi timed out\n[seq 1] error"  # host-level ones, appended
+    assert _host(store, run_id).error is None  # host-level ones are rows; the host's error is its verdict's
     with store.engine.begin() as conn:
         stored = conn.execute(text("SELECT CAST(metrics AS TEXT) FROM results ORDER BY seq")).scalars().all()
     assert [json.loads(m) for m in stored] == [{}, {}, {}, {}]  # an empty object, never JSON null
@@ -225,11 +225,12 @@ def test_an_unknown_host_run_is_named_with_its_hint(store: Store) -> None:
 
 
 def test_what_an_earlier_call_stored_on_the_host_run_is_kept_by_the_next(store: Store) -> None:
-    """Each call reads the host run afresh: its error text is appended to, its number of cases kept."""
+    """Each call reads the host run afresh: its number of cases kept, its error rows counted (a host-level error
+    is a row, never the host run's error text, which is its verdict's)."""
     run_id = _run(store, ["h1"])
     store.ingest(run_id, "h1", [Event(seq=0, type="hello", data={"cases_total": 3}), Event(seq=1, type="error",
                                 data={"message": "first"})])  # fmt: skip
     store.ingest(run_id, "h1", [Event(seq=2, type="hello", data={"cases_total": 5}), Event(seq=3, type="error",
                                 data={"message": "second"})])  # fmt: skip
     rec = _host(store, run_id)
-    assert (rec.cases_total, rec.error) == (3, "[seq 1] first\n[seq 3] second")
+    assert (rec.cases_total, rec.errors, rec.error) == (3, 2, None)
