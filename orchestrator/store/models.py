@@ -38,9 +38,8 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 NAMING_CONVENTION = {
     "ix": "ix_%(column_0_label)s",
@@ -81,10 +80,33 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(timezone.utc)
 
 
-# ``results.metrics`` is read by path (``metrics #>> '{time_ms,median}'``) for every point of /series and /compare:
-# PostgreSQL's ``json`` re-parses the text at each such read, ``jsonb`` looks the key up in its binary form (series
-# over 10,000 results: 95 -> 40 ms measured). SQLite keeps JSON text; the model stays portable.
-JSONPathRead = JSON().with_variant(postgresql.JSONB(), "postgresql")
+class JSONPathRead(TypeDecorator[Any]):
+    """``JSON``, and ``JSONB`` on PostgreSQL.
+
+    ``results.metrics`` is read by path (``metrics #>> '{time_ms,median}'``) for every point of /series and
+    /compare: PostgreSQL's ``json`` re-parses the text at each such read, ``jsonb`` looks the key up in its binary
+    form (series over 10,000 results: 95 -> 40 ms measured). SQLite keeps JSON text; the model stays portable.
+
+    A type decorator rather than ``JSON().with_variant(postgresql.JSONB(), "postgresql")`` (what it was, with the
+    same DDL, SQL and values on both engines) so that ``sqlalchemy.dialects.postgresql`` is imported only when a
+    PostgreSQL dialect asks for the type: that package's ``__init__`` imports every PostgreSQL driver's dialect,
+    ~25-40 ms of every ``orch run`` on SQLite (docs/inner-loop.md). ``hashable`` and ``should_evaluate_none``
+    are ``JSON()``'s, which a decorator does not take from its ``impl``: ``None`` is stored as JSON ``null`` as
+    before, and the ORM never hashes the dicts.
+    """
+
+    impl = JSON
+    cache_ok = True
+    hashable = False
+    should_evaluate_none = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import JSONB
+
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
 
 # Integer on SQLite so the primary key is the rowid alias (autoincrement), BIGINT elsewhere.
 BigIntPK = BigInteger().with_variant(Integer(), "sqlite")
@@ -177,7 +199,7 @@ class Result(Base):
     m: Mapped[int | None] = mapped_column(BigInteger)
     concurrency: Mapped[int | None] = mapped_column(Integer)
     size_bytes: Mapped[int | None] = mapped_column(BigInteger)
-    metrics: Mapped[dict[str, Any]] = mapped_column(JSONPathRead, default=dict)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONPathRead(), default=dict)
     samples: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True))
     info: Mapped[dict[str, Any] | None] = mapped_column()
     error: Mapped[str | None] = mapped_column(Text)

@@ -34,7 +34,6 @@ from sqlalchemy import (
     select,
     update,
 )
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.exc import (
     DataError,
     IntegrityError,
@@ -58,6 +57,7 @@ from orchestrator.store.models import (
     Build,
     Host,
     HostRun,
+    JSONPathRead,
     Result,
 )
 from orchestrator.store.models import (
@@ -1259,11 +1259,13 @@ def _pg_row_json_bytes(row: dict[str, Any]) -> int:
 def _pg_insert_results_sql() -> str:
     """``INSERT INTO results (..) VALUES (%s, .., %s::json, ..) ON CONFLICT (run_id, host, seq) DO NOTHING`` for
     psycopg's executemany: JSON columns cast from text to their type (json, or jsonb for ``metrics``)."""
+    from sqlalchemy.dialects import postgresql  # only on PostgreSQL: the package imports every driver's dialect
+
     dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
     values = []
     for name in _SQLITE_RESULT_COLUMNS:
-        typ = _RESULT_TABLE.c[name].type.dialect_impl(dialect)
-        values.append(f"%s::{typ.compile(dialect=dialect).lower()}" if isinstance(typ, JSON) else "%s")
+        typ = _RESULT_TABLE.c[name].type  # JSONPathRead decorates JSON: it compiles to jsonb here
+        values.append(f"%s::{typ.compile(dialect=dialect).lower()}" if isinstance(typ, (JSON, JSONPathRead)) else "%s")
     return (
         f"INSERT INTO results ({', '.join(_SQLITE_RESULT_COLUMNS)}) VALUES ({', '.join(values)})"
         " ON CONFLICT (run_id, host, seq) DO NOTHING"
@@ -1332,6 +1334,8 @@ def _upsert_host(
 def _pg_insert_results() -> Any:
     """``INSERT INTO results (..) SELECT .. FROM json_to_recordset(:rows) AS r(col type, ..) ON CONFLICT (run_id,
     host, seq) DO NOTHING``; ``:rows`` is the list of row dicts, sent as one JSON document."""
+    from sqlalchemy.dialects import postgresql  # only on PostgreSQL: the package imports every driver's dialect
+
     cols = [c for c in _RESULT_TABLE.c if c.name != "id"]
     record = (
         func.json_to_recordset(bindparam("rows", type_=JSON))
