@@ -18,8 +18,6 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from ClusterShell.NodeSet import NodeSet
-
 K = TypeVar("K", bound=Hashable)
 
 # what NodeSet reads as a literal node name; anything else (e.g. "a[1]", "x,y", "@group") is a pattern to it
@@ -38,6 +36,9 @@ def fold(names: Iterable[str]) -> str:
     odd = [n for n in seen if not _FOLDABLE.fullmatch(n)]
     folded = ""
     if plain:
+        # imported here: ClusterShell costs ~12 ms of every `orch run`, which folds names only for many hosts
+        from ClusterShell.NodeSet import NodeSet
+
         ns = NodeSet.fromlist(plain)
         folded = str(ns)
         if set(NodeSet(folded)) != set(plain):  # never show a range that means other names

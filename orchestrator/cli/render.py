@@ -1029,14 +1029,34 @@ _VERDICT_STYLE = {
 }
 
 
+class _NoProgress:
+    """What ``RunProgress`` calls on rich's ``Progress``, drawing nothing (as ``Progress(disable=True)``)."""
+
+    def __enter__(self) -> _NoProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, *args: object, **fields: object) -> int:
+        return 0
+
+    def update(self, *args: object, **fields: object) -> None:
+        return None
+
+
 class RunProgress:
     """The live display of ``orch run``: per host a bar of cases done of total, the current M, the state, and
-    the elapsed time. Implements runner.Observer; draws nothing when disabled (``--json``)."""
+    the elapsed time. Implements runner.Observer; draws nothing when disabled (``--json``, stderr not a terminal)."""
 
     def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self._tasks: dict[str, Any] = {}
+        self._progress: Any = _NoProgress()
+        if not enabled:  # rich's disabled Progress would draw nothing either; its import is ~10 ms of each run
+            return
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.enabled = enabled
         self._progress = Progress(
             TextColumn("[bold]{task.fields[host]}"),
             BarColumn(),
@@ -1046,9 +1066,7 @@ class RunProgress:
             TimeElapsedColumn(),
             console=err_console(),
             transient=True,  # cleared before the result tables are printed (stdout), so nothing lands after them
-            disable=not enabled,
         )
-        self._tasks: dict[str, Any] = {}
 
     def __enter__(self) -> RunProgress:
         self._progress.__enter__()

@@ -194,10 +194,10 @@ def _selected(app: Any, selector: str | None, resume: str | None) -> list[str]:
 
 def _progress(app: Any, names: list[str], *, enabled: bool, verbose: bool) -> Any:
     """Per-host bars for a few hosts or --verbose, else the fleet summary (one line per group)."""
-    from orchestrator.cli.progress import FleetProgress
-
     if verbose or len(names) <= grouped.FEW_HOSTS:
         return render.RunProgress(enabled=enabled)
+    from orchestrator.cli.progress import FleetProgress
+
     group = {h.name: h.group for h in app.inventory().hosts}
     return FleetProgress({n: group.get(n, "?") for n in names}, enabled=enabled)
 
