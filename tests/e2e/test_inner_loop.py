@@ -1,7 +1,8 @@
 """The inner loop (issue 21 item 8): what one short ``orch run`` costs, checked by what it does, never by a clock.
 
 - a run on a ``connection: local`` host imports no SSH stack (asyncssh is imported when an SSH host connects),
-  nor the CLI's other command modules;
+  nor the CLI's other command modules, nor (on SQLite, one host, nothing drawn) PostgreSQL's dialects,
+  ClusterShell or rich's progress bars;
 - the store opens on its own thread while the hosts are reached, and what opening it raises still ends the run
   with the one clear line and exit 2 (nothing stored, nothing drawn on stderr);
 - a run of a host that already has the agent opens one SSH connection and the sessions counted in sshd's own log;
@@ -43,6 +44,15 @@ def test_a_run_on_a_local_host_imports_no_ssh_stack(tmp_path: Path) -> None:
     # only the run command's module of the CLI: the others are neither imported nor built into the click tree
     other_commands = {f"orchestrator.cli.{m}" for m in ("doctor", "fleet", "hosts", "suites", "serve", "project")}
     assert not imported & other_commands
+    # the next run (the schema is there: no Alembic, whose DDL modules import every dialect): on SQLite no
+    # PostgreSQL dialect (models' JSONB variant), for one host no host-name folding (ClusterShell), and with
+    # nothing drawn (--json) no progress bars
+    again = subprocess.run(proc.args, cwd=tmp_path, env=orch.env(), capture_output=True, text=True, timeout=DEADLINE_S)
+    assert again.returncode == 0, again.stderr[-3000:] + again.stdout[-2000:]
+    imported = _imported(again.stderr)
+    assert "sqlalchemy" in imported and "alembic" not in imported
+    unused = {"sqlalchemy.dialects.postgresql", "ClusterShell", "rich.progress", "orchestrator.cli.progress"}
+    assert not imported & unused
 
 
 def test_a_bad_database_url_ends_an_ssh_run_with_one_clear_line(sshd_bed: SshdBed, tmp_path: Path) -> None:
