@@ -99,7 +99,8 @@ class Metric:
 class Event:
     """A parsed agent line. ``data`` holds every field but ``v``, ``seq``, ``type``, ``ts``.
 
-    Treated as immutable (no code assigns to a field; an event that changes is built anew), but not declared
+    Treated as immutable (an event that changes is built anew; the one exception: ``ingest.SpoolLines`` sets
+    ``clean_metrics`` on the event ``parse_line`` just returned to it, before anyone else holds it), but not declared
     ``frozen``: a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__``, 1.5 us against
     0.3 us here, and the ingest path builds up to two events per agent line (``bench/ingest.py``, 200 B lines:
     ~2.5 us of ~10 us per line)."""
@@ -355,6 +356,10 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
     not in :data:`EVENT_TYPES`, and a ``hello`` after line 0, one protocol error row at its position.
     """
     pos = expected_seq + shift
+    if type(line) is bytes:
+        ev = _parse_compact(line, pos, expected_seq, shift)
+        if ev is not None:
+            return ev
     plain = False
     packed = b""
     if isinstance(line, bytes):
@@ -408,6 +413,33 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
             kind="protocol",
             **named,
         )
+    return _event_of(doc, pos, expected_seq, shift, plain)
+
+
+def _parse_compact(line: bytes, pos: int, expected_seq: int, shift: int) -> Event | None:
+    """:func:`parse_line`'s result for a line that is an object written as orjson writes what it read (compact
+    ASCII: the agent's ``spool.py``), with no ``+`` and no ``0.0`` in it (so no float orjson may have rounded,
+    :func:`_maybe_tiny`, ``_maybe_rounded_int``); None for any other line, which parse_line then reads by its
+    general path. The ingest hot path: the bytes are read as they are (orjson checks UTF-8), with no decoding,
+    stripping and encoding of a text copy, and none of the general path's questions, each of which this line
+    answers the same way: valid UTF-8, read by orjson, an object, no key written twice (written as orjson writes
+    the object read), ``plain`` unless it writes ``\\u0000``."""
+    raw = line.strip()  # ASCII whitespace, which str.strip() strips too; JSON's is a subset of it
+    try:
+        doc = orjson.loads(raw)
+    except ValueError:
+        return None
+    if type(doc) is not dict:
+        return None
+    packed = orjson.dumps(doc)
+    if packed != raw or b"+" in packed or b"0.0" in packed or not packed.isascii():
+        return None
+    return _event_of(doc, pos, expected_seq, shift, not (b"\\" in packed and b"\\u0000" in packed))
+
+
+def _event_of(doc: dict[str, Any], pos: int, expected_seq: int, shift: int, plain: bool) -> Event:
+    """parse_line's event of the JSON object ``doc`` (read from the line at ``pos``): its version, seq, type and
+    ts checked and taken out of it."""
     v = doc.pop("v", None)
     if type(v) is not int or v != PROTOCOL_VERSION:  # true == 1 and 1.0 == 1 in Python: neither is version 1
         return error_event(pos, f"agent line {pos} speaks protocol v{v!r}, orch speaks v{PROTOCOL_VERSION}",
@@ -432,7 +464,7 @@ def parse_line(line: str | bytes, *, expected_seq: int, shift: int = 0) -> Event
     if ts_f is not None and not TS_MIN <= ts_f <= time.time() + TS_AHEAD_S:
         return error_event(pos, f"agent line {pos} ({typ}): {ts_problem(ts_f)}",
                            kind="protocol", line_type=typ, **case_fields(doc))  # fmt: skip
-    return Event(seq=pos, type=typ, ts=ts_f, v=PROTOCOL_VERSION, data=doc, plain=plain)
+    return Event(pos, typ, ts_f, PROTOCOL_VERSION, doc, plain)
 
 
 _KEY_END = re.compile(r'"[ \t\n\r]*:')  # a key's closing quote and its colon, JSON whitespace between (RFC 8259 §2)
