@@ -511,7 +511,7 @@ class Store:
             inserted = self._insert_results(s, rows) if rows else 0
             if inserted == len(rows):
                 for hr, start, end in spans:
-                    errors = sum(1 for r in rows[start:end] if r["status"] == "error")
+                    errors = [r["status"] for r in rows[start:end]].count("error")
                     hr.results += end - start - errors
                     hr.errors += errors
                 _update_host_runs(s, hrs.values())
@@ -572,6 +572,10 @@ class Store:
     def _apply(
         self, hr: HostRun | _IngestState, ev: Event, rows: list[dict[str, Any]], run_id: str, host: str
     ) -> None:
+        if ev.type == "result" and ev.plain and ev.clean_metrics is not None:  # the hot path: no stand-in, no log
+            metrics, samples = ev.clean_metrics  # checked by ingest.SpoolLines (linecheck.checked_fields)
+            rows.append(_result_row(run_id, host, ev, "ok", metrics, samples, None))
+            return
         ev, stand_ins = storable_event(ev)  # NUL, lone surrogates, NaN, >64-bit ints: stored alike on both engines
         if stand_ins or ev.type == "log":  # the stand-ins of a line that is no row; a log line's text
             for entry in compute.log_entries(ev, stand_ins):
@@ -1209,19 +1213,25 @@ def _result_row(
     samples: dict[str, Any] | None,
     error: str | None,
 ) -> dict[str, Any]:
-    case = ev.case or {}
-    info = ev.data.get("info")
+    data = ev.data
+    case = data.get("case")
+    if type(case) is not dict:  # else Event.case, read without its call (one row per line ingested)
+        case = ev.case or {}
+    info = data.get("info")
+    ci = data.get("case_index")
+    axis = compute.typed_axis
+    m, concurrency, size_bytes = case.get("m", case.get("M")), case.get("concurrency"), case.get("size_bytes")
     return {
         "run_id": run_id,
         "host": host,
         "seq": ev.seq,
-        "case_index": ev.case_index,
+        "case_index": ci if type(ci) is int else ev.case_index,  # Event.case_index: a bool is not an index
         "status": status,
         "case_params": case,
         "case_key": compute.case_key(case),
-        "m": compute.typed_axis(case.get("m", case.get("M"))),
-        "concurrency": compute.typed_axis(case.get("concurrency"), bits=32),
-        "size_bytes": compute.typed_axis(case.get("size_bytes")),
+        "m": None if m is None else axis(m),
+        "concurrency": None if concurrency is None else axis(concurrency, bits=32),
+        "size_bytes": None if size_bytes is None else axis(size_bytes),
         "metrics": metrics,
         "samples": samples,
         "info": info if isinstance(info, dict) else None,
