@@ -36,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from orchestrator import controller, parsepool
+from orchestrator import controller, heap, parsepool
 from orchestrator.agentctl import (
     START_TIMEOUT_S,
     dead_worker_error,
@@ -867,6 +867,7 @@ class Runner:
             from orchestrator.slurm.service import SlurmDriver
 
             await self.writer.ready()
+            heap.settle()  # the imports are done: ingest's collections no longer walk them
             return await SlurmDriver(self, slurm).run()
         validate_request(self.req, self.registry)
         hosts = self.inventory.select(self.req.selector)
@@ -877,6 +878,7 @@ class Runner:
         runs = {h.name: _HostRun(self, h) for h in hosts}
         view, failed = await self._preflight(hosts, runs, allowed)
         await self.writer.ready()  # opened meanwhile on its own thread (a bad URL or schema raises here)
+        heap.settle()  # the imports are done and the hosts reached: ingest's collections no longer walk them
         if hosts and len(failed) == len(hosts):  # no host got past connect/facts: no run to store or to be latest
             return await self._nothing_started(hosts, runs, failed)
         params = {"sets": dict(self.req.sets), "repeat": self.req.repeat, "seed": self.req.seed,
@@ -990,6 +992,7 @@ class Runner:
         self._resolver = None
         agent_artifact()
         await self.writer.ready()
+        heap.settle()  # the imports are done: ingest's collections no longer walk them
         detail = await self.writer.call(self.store.get_run, run_id)
         states = await self.writer.call(self.store.host_run_states, run_id)
         refused = resume_refusal(detail.id, detail.status, [st.host for st in states if not st.done])

@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from orchestrator import parsepool
+from orchestrator import heap, parsepool
 from orchestrator.analysis.gpus import GpuSpec
 from orchestrator.analysis.telemetry import mark as mark_telemetry
 from orchestrator.errors import OrchError, StoreError, SuiteError, UsageError
@@ -236,6 +236,7 @@ def _ingest(store: Store, path: Path, run_id: str, name: str, suite_def: SuiteDe
     # the case list the run sent (a live run's host_runs.info.spec; a run made by imports has none: not checked)
     started = store.get_host_run(run_id, name)
     spool = SpoolLines(1, cap=cap, cases=CaseList.from_info(started.info if started is not None else None))
+    heap.settle()  # the store is open: ingest's collections no longer walk what the process has loaded
     for raw in lines:
         pos = count
         count += 1
