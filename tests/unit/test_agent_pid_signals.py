@@ -150,7 +150,9 @@ def test_pid_zero_in_a_run_without_a_spool_is_never_signalled(tmp_path: Path) ->
     assert spool_types(home, "zero") == ["done"]
 
 
-@pytest.mark.parametrize("pid", [0, -1, -os.getpid(), 2**63, 2**70])
+@pytest.mark.parametrize(
+    "pid", [0, -1, -os.getpid(), 2**63, 2**70], ids=["0", "-1", "minus-own-pid", "2**63", "2**70"]
+)  # ids that are the same in every process: pytest-xdist's workers must collect the same names
 def test_no_pid_outside_the_kernels_range_is_probed_or_signalled(pid: int) -> None:
     assert not runs.valid_pid(pid)
     assert not pid_alive(pid) and not runs.group_alive(pid) and runs.session_members(pid) == []
