@@ -31,7 +31,7 @@ def leave(code: int) -> None:
     a profiler or a tracer (``python -m cProfile``, coverage): they write their data at exit; never once the parse
     worker was started (its exit handlers must run)."""
     pool = sys.modules.get("orchestrator.parsepool")
-    if _requested and sys.getprofile() is None and sys.gettrace() is None and not (pool and pool.started()):
+    if _requested and not observed() and not (pool and pool.started()):
         if "logging" in sys.modules:
             sys.modules["logging"].shutdown()
         flush_stdout()
@@ -42,6 +42,16 @@ def leave(code: int) -> None:
         os._exit(code)
     flush_stdout()
     sys.exit(code)
+
+
+def observed() -> bool:
+    """True under a profiler, tracer or coverage tool: one set with ``sys.setprofile``/``sys.settrace``, or, from
+    Python 3.12 on, one registered with ``sys.monitoring`` (PEP 669), as 3.12's ``cProfile`` and coverage's
+    ``sysmon`` core are - for those ``sys.getprofile()`` stays None. Tool ids 0-5 are the ones PEP 669 reserves."""
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        return True
+    monitoring = getattr(sys, "monitoring", None)
+    return monitoring is not None and any(monitoring.get_tool(tool) is not None for tool in range(6))
 
 
 def flush_stdout() -> None:
