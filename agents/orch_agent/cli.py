@@ -7,7 +7,9 @@ spool itself is not there: moved or deleted; code ``pid_unreadable`` with the pi
 there but the pid file does not name the worker: ``follow``, ``cancel``, ``start``; code ``not_this_run`` with the
 directory's ``path`` when the run directory is not this run's own: a symbolic link, or holding another run's spec,
 as a bind mount of another run's directory does — nothing in it is signalled, written or followed); 4 no such run;
-5 the run's directory cannot be written (disk full, I/O error; the message names the path); 6 ``follow``,
+5 the run's directory cannot be written (disk full, I/O error; the message names the path; code ``write_failed``)
+or its spool cannot be read (code ``read_failed``: an I/O error, named by its errno, or the spool is not a regular
+file: a FIFO, a device); 6 ``follow``,
 ``cancel --stored N``: the spool was truncated, replaced or rewritten under it (code ``spool_changed``, naming it);
 7 ``follow``: the worker has been stopped (SIGSTOP, a debugger, a suspended job) for ``--stopped-limit-s`` (code
 ``worker_stopped``, with its ``pid`` and ``stopped_s``; the worker is left as it is); 1 anything unexpected.
@@ -86,7 +88,16 @@ from .runs import (
     workers_elsewhere,
     workers_in,
 )
-from .spool import Spool, SpoolChanged, SpoolCursor, SpoolWriteError, find_done, line_type, read_lines
+from .spool import (
+    Spool,
+    SpoolChanged,
+    SpoolCursor,
+    SpoolReadError,
+    SpoolWriteError,
+    find_done,
+    line_type,
+    read_lines,
+)
 
 # Each command imports what only it needs (sysinfo, leases, reaper's ctypes, subprocess, platform, hashlib ...):
 # every start of the agent on a host is on the run's critical path, and a run starts it twice.
@@ -927,7 +938,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.fn(args))
-    except CliError as exc:
+    except (CliError, SpoolReadError) as caught:
+        # a spool that cannot be read (EIO, a FIFO ...) is the host's error naming the path, never a traceback
+        exc = caught if isinstance(caught, CliError) else CliError(str(caught), "read_failed", EXIT_WRITE,
+                                                                    {"path": caught.path})  # fmt: skip
         stream = sys.stderr if args.command == "follow" or getattr(args, "following", False) else sys.stdout
         stream.write(json.dumps(exc.doc(), sort_keys=True) + "\n")
         stream.flush()

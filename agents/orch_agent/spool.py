@@ -14,6 +14,7 @@ import errno
 import fcntl
 import json
 import os
+import stat
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +22,61 @@ from typing import Any
 from . import PROTOCOL_VERSION
 
 SPOOL_NAME = "events.jsonl"
+
+MAX_LINE_BYTES = 64 * 1024 * 1024
+"""The longest spool line read whole (64 MiB, newline excluded): orch's cap on a followed line
+(orchestrator/transport/lines.py ``MAX_LINE_BYTES``). :func:`read_lines` keeps memory bounded by it."""
+
+READ_CHUNK_BYTES = 1024 * 1024  # one read of the spool by read_lines
+
+
+class SpoolReadError(Exception):
+    """The spool could not be read (an I/O error, or it is not a regular file: a FIFO, a device ...). The message
+    names the path and the errno's name and text, as :class:`SpoolWriteError` does for writes."""
+
+    def __init__(self, path: str, exc: OSError | str) -> None:
+        if isinstance(exc, str):
+            super().__init__(f"cannot read {path}: {exc}")
+            self.errno = None
+        else:
+            name = errno.errorcode.get(exc.errno or 0, "")
+            super().__init__(f"cannot read {path}: {exc.strerror or exc} ({name or 'errno ' + str(exc.errno)})")
+            self.errno = exc.errno
+        self.path = path
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (``a FIFO``, ``a directory`` ...)."""
+    for test, what in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"),
+                       (stat.S_ISSOCK, "a socket")):  # fmt: skip
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def open_spool(path: str) -> Any:
+    """The spool opened for reading (a binary file object), or None when it does not exist. Opened with
+    ``O_NONBLOCK`` (a FIFO at the path never blocks the open) and refused unless it is a regular file (a FIFO, a
+    device such as a link to /dev/zero, a directory): raises :class:`SpoolReadError` naming the path and what it
+    is, or the OSError's errno (EIO, ...)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SpoolReadError(path, exc) from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise SpoolReadError(path, f"it is {file_kind(mode)}, not a regular file")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, OSError):
+            raise SpoolReadError(path, exc) from None
+        raise
 
 
 def count_lines(data: bytes) -> int:
@@ -134,7 +190,11 @@ class Spool:
         except OSError as exc:
             raise SpoolWriteError(self.path, exc) from None
         try:
-            size, seq, clean_end = self._position()
+            try:
+                size, seq, clean_end = self._position()
+            except OSError as exc:  # EIO reading the spool back: the same error as a failed write
+                self._known = None
+                raise SpoolWriteError(self.path, exc) from None
             line = encode_event(seq, type_, fields)
             if not clean_end:
                 line = b"\n" + line
@@ -169,17 +229,57 @@ def line_type(raw: bytes) -> str | None:
     return t if isinstance(t, str) else None
 
 
+def oversize_line(size: int) -> bytes:
+    """What :func:`read_lines` keeps of a line longer than :data:`MAX_LINE_BYTES`: one ``error`` line naming its
+    size, as orch makes one error row of such a line when it follows it (never split, its content dropped)."""
+    doc = {"type": "error", "error": f"spool line of {size} bytes is over the {MAX_LINE_BYTES} bytes cap"}
+    return json.dumps(doc, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
 def read_lines(path: str) -> list[bytes]:
     """Complete lines (with their newline) of the spool; a trailing partial line is left out. A line ends at
     ``\\n`` only, as orch counts the spool's lines (its seq is its position): ``bytes.splitlines`` also broke at a
-    lone ``\\r``, which JSON allows between tokens, so the agent's count of a spool could differ from orch's."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
+    lone ``\\r``, which JSON allows between tokens, so the agent's count of a spool could differ from orch's.
+
+    Read streaming, :data:`READ_CHUNK_BYTES` at a time: a line longer than :data:`MAX_LINE_BYTES` is kept as one
+    :func:`oversize_line`, and a partial last line is dropped as it streams by, so memory stays bounded whatever
+    the file holds. Raises :class:`SpoolReadError` (see :func:`open_spool`; an I/O error while reading)."""
+    f = open_spool(path)
+    if f is None:
         return []
-    end = data.rfind(b"\n")  # what follows the last newline is a partial line (or nothing)
-    return [part + b"\n" for part in data[:end].split(b"\n")] if end >= 0 else []
+    lines: list[bytes] = []
+    buf = bytearray()
+    skipped: int | None = None  # bytes of an over-cap line seen so far, when inside one
+    with f:
+        while True:
+            try:
+                chunk = f.read(READ_CHUNK_BYTES)
+            except OSError as exc:
+                raise SpoolReadError(path, exc) from None
+            if not chunk:
+                return lines
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                if nl < 0:
+                    break
+                if skipped is not None:
+                    lines.append(oversize_line(skipped + nl - start))
+                    skipped = None
+                elif len(buf) + nl - start > MAX_LINE_BYTES:
+                    lines.append(oversize_line(len(buf) + nl - start))
+                else:
+                    lines.append(bytes(buf) + chunk[start : nl + 1])
+                buf.clear()
+                start = nl + 1
+            rest = len(chunk) - start
+            if skipped is not None:
+                skipped += rest
+            elif len(buf) + rest > MAX_LINE_BYTES:
+                skipped = len(buf) + rest
+                buf.clear()
+            else:
+                buf += chunk[start:]
 
 
 def find_done(lines: list[bytes]) -> dict[str, Any] | None:
@@ -248,27 +348,29 @@ class SpoolCursor:
     def new_lines(self) -> Iterator[tuple[bytes, int]]:
         """Complete lines past ``offset`` as ``(raw_line, its_line_number)``, advancing the cursor; a partial
         last line is left for a later call. Nothing while the file does not exist yet (unless it existed)."""
-        try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below, after the checks and the read
-        except FileNotFoundError:
+        f = open_spool(self.path)  # SpoolReadError: an I/O error, or not a regular file (a FIFO never blocks)
+        if f is None:
             if self._ident is not None:
-                raise self._changed("removed") from None
+                raise self._changed("removed")
             return
         with f:
-            st = os.fstat(f.fileno())
-            ident = (st.st_dev, st.st_ino)
-            if self._ident is None:
-                self._ident = ident
-            elif ident != self._ident:
-                raise self._changed("replaced (another file is at its path now)")
-            if st.st_size < self.offset:
-                raise self._changed(f"truncated (to {st.st_size} bytes)")
-            if self._tail:
-                f.seek(self.offset - len(self._tail))
-                if f.read(len(self._tail)) != self._tail:
-                    raise self._changed("rewritten in place")
-            f.seek(self.offset)
-            data = f.read()
+            try:
+                st = os.fstat(f.fileno())
+                ident = (st.st_dev, st.st_ino)
+                if self._ident is None:
+                    self._ident = ident
+                elif ident != self._ident:
+                    raise self._changed("replaced (another file is at its path now)")
+                if st.st_size < self.offset:
+                    raise self._changed(f"truncated (to {st.st_size} bytes)")
+                if self._tail:
+                    f.seek(self.offset - len(self._tail))
+                    if f.read(len(self._tail)) != self._tail:
+                        raise self._changed("rewritten in place")
+                f.seek(self.offset)
+                data = f.read()
+            except OSError as exc:  # EIO ...: the host's error, naming the path and the errno
+                raise SpoolReadError(self.path, exc) from None
         base = self.offset
         for raw, pos in _complete_lines(data):
             self.offset, self._tail = base + pos, data[max(0, pos - self.TAIL) : pos]
