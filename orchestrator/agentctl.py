@@ -80,7 +80,7 @@ def start_refused(host: Host, argv: list[str], doc: dict[str, Any], exit_status:
             str(doc.get("error")),
             f"{waited}wait for it with orch run ... --wait SECONDS, or see the leases with orch doctor",
         )
-    if doc.get("code") == "write_failed":
+    if doc.get("code") in ("write_failed", "read_failed"):
         return HostError(host.name, str(doc.get("error")), write_hint(str(doc.get("error"))))
     why = str(doc.get("error") or f"no start answer ({exit_text(exit_status)})")
     return RemoteCommandError(host.name, argv[1:3], exit_status, why)
@@ -91,6 +91,8 @@ SPOOL_TAMPERED_HINT = "something on the host wrote to the run's events.jsonl (on
 _WRITE_HINTS = (  # the strerror(3) texts the agent's "cannot write PATH: ..." carries (glibc's wording)
     # not an errno: the agent's Spool found its file truncated, removed or replaced under it (agent spool.py)
     ("by something other than the agent", SPOOL_TAMPERED_HINT),
+    # not an errno: the agent's open_spool found a FIFO, a device ... at the spool's path (agent spool.py)
+    ("not a regular file", SPOOL_TAMPERED_HINT),
     ("No space left on device", "free space on the host, or point its orch_home: in the inventory at other storage"),
     ("Disk quota exceeded", "free space in the user's quota on the host, or point its orch_home: at other storage"),
     ("Read-only file system", "that filesystem is read-only on the host: point its orch_home: in the inventory at "
@@ -109,6 +111,15 @@ def write_hint(error: str) -> str:
         if said in error:
             return hint
     return "check the device on the host (dmesg), or point its orch_home: in the inventory at other storage"
+
+
+def spool_io_error(host: Host, doc: dict[str, Any], fallback: str) -> HostError:
+    """The host's error for the agent's exit 5 (``write_failed``/``read_failed``): its own message, which names
+    the path and the errno (``cannot read .../events.jsonl: Input/output error (EIO)``), with the fix by cause.
+    ``fallback``: the text when the agent's document has none."""
+    said = doc.get("error")
+    error = said if isinstance(said, str) and said else fallback
+    return HostError(host.name, error, write_hint(error))
 
 
 def agent_error_doc(stderr: str) -> dict[str, Any]:

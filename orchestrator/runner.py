@@ -39,10 +39,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from orchestrator import controller, heap, parsepool
 from orchestrator.agentctl import (
     START_TIMEOUT_S,
+    agent_error_doc,
     dead_worker_error,
     run_dir_text,
     run_opts,
     spool_changed_error,
+    spool_io_error,
     start_answer,
     start_argv,
     start_input,
@@ -124,6 +126,7 @@ GATHER_RETRIES = 3  # a session dropped under the deploy check or the facts read
 AGENT_EXIT_DEAD = 3
 AGENT_EXIT_SPOOL_CHANGED = 6  # agents/orch_agent/cli.py: follow's spool was truncated, replaced or rewritten
 AGENT_EXIT_NO_RUN = 4
+AGENT_EXIT_WRITE = 5  # agents/orch_agent/cli.py: the run's files cannot be written, or its spool read (EIO ...)
 AGENT_EXIT_STOPPED = 7  # agents/orch_agent/cli.py: follow found the worker stopped for --stopped-limit-s
 PAST_DONE_WAIT_S = 30.0  # s: after done, how long orch waits for the follow stream's end to count lines past done
 INGEST_BATCH_MAX = 2_000  # events per store call (one transaction) when lines arrive faster than they are stored
@@ -608,6 +611,8 @@ class _HostRun:
                     raise dead_worker_error(self.host, self.r.run_id, exc) from None
                 if exc.exit_status == AGENT_EXIT_STOPPED:
                     raise stopped_worker_error(self.host, self.r.run_id, exc) from None
+                if exc.exit_status == AGENT_EXIT_WRITE:  # the spool cannot be read (EIO ...): the agent's message
+                    raise spool_io_error(self.host, agent_error_doc(exc.stderr), str(exc)) from None
                 if exc.exit_status == AGENT_EXIT_SPOOL_CHANGED:  # one error naming it, not a cascade of bad lines
                     stored = await w.call(self.r.store.last_seq, self.r.run_id, name) + 1
                     raise spool_changed_error(self.host, exc, stored) from None
@@ -1111,6 +1116,8 @@ class Runner:
             res = await hr.t.run([*agent, "status", self.run_id, *run_opts(hr.host)], timeout_s=120, check=False)
             # exit 4: no such run on the host; anything else unexpected is the agent's error
             status = {"state": AGENT_UNKNOWN_RUN} if res.exit_status == AGENT_EXIT_NO_RUN else res_json(hr.t, res)
+            if res.exit_status == AGENT_EXIT_WRITE:  # the spool cannot be read (EIO, a FIFO ...): never resumed
+                raise spool_io_error(hr.host, status, "agent status: the run's spool cannot be read")
             last_seq = await self.writer.call(self.store.last_seq, self.run_id, name)
             plan = reattach_plan(str(status.get("state")), started=started, last_seq=last_seq, run_id=self.run_id,
                                  host=name, spool=run_dir_text(hr.host, self.run_id) + "events.jsonl")  # fmt: skip

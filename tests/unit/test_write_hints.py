@@ -22,3 +22,17 @@ def test_each_cause_gets_its_own_fix(code: int, fix: str) -> None:
     hint = write_hint(error)
     assert hint.startswith(fix) and "orch_home:" in hint
     assert ("free space" in hint) == (code in (errno.ENOSPC, errno.EDQUOT))
+
+
+def test_the_agent_s_spool_read_error_is_the_host_s_error() -> None:
+    """``follow``/``status`` exit 5 with ``read_failed`` (agent spool.py SpoolReadError): orch shows the agent's
+    message, naming the path and the errno, as the host's error, with the fix by cause; never a traceback."""
+    from orchestrator.agentctl import spool_io_error
+    from orchestrator.inventory import Host
+
+    eio = "cannot read /data/o/runs/r/h/events.jsonl: Input/output error (EIO)"
+    err = spool_io_error(Host(name="h", group="g"), {"error": eio, "code": "read_failed"}, "fallback")
+    assert err.host == "h" and eio in str(err) and "check the device" in err.hint
+    fifo = "cannot read /data/o/runs/r/h/events.jsonl: it is a FIFO, not a regular file"
+    assert "only the agent may" in spool_io_error(Host(name="h", group="g"), {"error": fifo}, "x").hint
+    assert "fallback" in str(spool_io_error(Host(name="h", group="g"), {}, "fallback"))
