@@ -151,8 +151,8 @@ def test_status_of_a_fifo_spool_answers_at_once(tmp_path: Path) -> None:
 
 
 def test_an_over_cap_line_is_one_error_line_never_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(spool, "MAX_LINE_BYTES", 1000)
-    monkeypatch.setattr(spool, "READ_CHUNK_BYTES", 64)  # lines cross chunk boundaries
+    monkeypatch.setattr(spool, "MAX_LINE_BYTES", 1000, raising=False)
+    monkeypatch.setattr(spool, "READ_CHUNK_BYTES", 64, raising=False)  # lines cross chunk boundaries
     path = tmp_path / "events.jsonl"
     exact = b'{"type":"log","m":"' + b"x" * (1000 - 21) + b'"}\n'  # 1000 bytes without its newline: kept
     assert len(exact) == 1001
@@ -166,9 +166,11 @@ def test_an_over_cap_line_is_one_error_line_never_split(tmp_path: Path, monkeypa
 
 def test_a_huge_unfinished_last_line_is_read_in_bounded_memory(tmp_path: Path) -> None:
     path = tmp_path / "events.jsonl"
+    cap = 64 * 1024 * 1024
+    assert getattr(spool, "MAX_LINE_BYTES", cap) == cap  # orch's cap on a followed line (transport/lines.py)
     path.write_bytes(LINE + DONE)
     with open(path, "r+b") as f:  # a sparse tail of NULs without a newline, as a crashed writer leaves
-        f.truncate(len(LINE + DONE) + 3 * spool.MAX_LINE_BYTES)
+        f.truncate(len(LINE + DONE) + 3 * cap)
     tracemalloc.start()
     try:
         lines = spool.read_lines(str(path))
@@ -176,4 +178,4 @@ def test_a_huge_unfinished_last_line_is_read_in_bounded_memory(tmp_path: Path) -
     finally:
         tracemalloc.stop()
     assert lines == [LINE, DONE]
-    assert peak < 1.5 * spool.MAX_LINE_BYTES  # bounded by the cap, not by the file (3 caps)
+    assert peak < 1.5 * cap  # bounded by the cap, not by the file (3 caps)
