@@ -243,6 +243,15 @@ class StoreError(OrchError):
     pass
 
 
+class DiskFullError(StoreError):
+    """SQLite failed on a database file whose filesystem is full (ENOSPC). ``path``: the database file. Exit 1,
+    like the store's other runtime errors; a command that only reads may still open the file read-only."""
+
+    def __init__(self, message: str, hint: str, *, path: str) -> None:
+        super().__init__(message, hint)
+        self.path = path
+
+
 class NotFoundError(StoreError):
     """A run / host / build the user named is not in the store: a usage error at the CLI (exit 2), 404 in the API."""
 

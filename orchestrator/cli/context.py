@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
+from orchestrator.errors import DiskFullError
 from orchestrator.settings import Settings
 
 if TYPE_CHECKING:
@@ -114,7 +115,12 @@ class AppContext:
                 if schema_head.at_head(store.engine):
                     pass  # the everyday case, without importing Alembic
                 elif is_sqlite:
-                    store.upgrade()  # serialized, refuses a newer schema
+                    try:
+                        store.upgrade()  # serialized, refuses a newer schema
+                    except DiskFullError as exc:
+                        if create:  # a command that writes cannot work on a full disk
+                            raise
+                        store = _read_only_store(store, exc)
                 else:
                     from orchestrator.store import migrate
 
@@ -136,6 +142,27 @@ class AppContext:
         return load_registry(
             suite_dirs(extra_dirs, self.settings.suite_dir, inv.suite_dir if inv else None, inv.path if inv else ".")
         )
+
+
+def _read_only_store(store: Store, full: DiskFullError) -> Store:
+    """For a command that only reads, when the filesystem holding the SQLite file is full: the same file opened
+    read-only without a -shm (``session.immutable_sqlite_engine``), if it is safe and the schema is at head;
+    otherwise ``full`` is raised (nothing can be migrated on a full disk). ``store`` is closed either way."""
+    from orchestrator.errors import StoreError
+    from orchestrator.store import migrate
+    from orchestrator.store.repo import Store
+    from orchestrator.store.session import immutable_sqlite_engine
+
+    store.close()
+    engine = immutable_sqlite_engine(Path(full.path))
+    if engine is None:
+        raise full
+    try:
+        migrate.check_at_head(engine)
+    except StoreError:
+        engine.dispose()
+        raise full from None
+    return Store(engine)
 
 
 def app_context(ctx: typer.Context) -> AppContext:

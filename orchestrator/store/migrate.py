@@ -32,7 +32,7 @@ from sqlalchemy import Engine, inspect, text
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
-from orchestrator.errors import ConfigError, SchemaBehindError, SchemaTooNewError, StoreError
+from orchestrator.errors import ConfigError, DiskFullError, SchemaBehindError, SchemaTooNewError, StoreError
 from orchestrator.store.schema_head import migration_candidates, remember_head
 from orchestrator.store.urls import redact_url, scrub
 
@@ -140,6 +140,8 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
     """
     cfg = alembic_config()
     script = _script()
+    # What failed, as the error says it: opening the database and reading its revision is not a migration.
+    what = "cannot read the database's schema revision"
     try:
         with _sqlite_file_lock(engine), engine.connect() as conn, _pg_advisory_lock(conn):
             heads = MigrationContext.configure(conn).get_current_heads()
@@ -147,6 +149,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
             refuse_unknown(heads, script)
             if revision == "head" and tuple(heads) == (script.get_current_head(),):
                 return
+            what = f"database migration to {revision} failed"
             if not heads and inspect(conn).has_table("runs"):  # Alembic would fail on "table ... already exists"
                 raise SchemaBehindError(
                     f"the database {redact_url(_url(engine))} holds orch's tables but no schema revision "
@@ -166,7 +169,7 @@ def upgrade(engine: Engine, revision: str = "head") -> None:
                 conn.exec_driver_sql("PRAGMA foreign_keys = ON")
                 conn.commit()
     except SQLAlchemyError as exc:
-        raise translate(exc, engine, f"database migration to {revision} failed") from exc
+        raise translate(exc, engine, what) from exc
 
 
 def translate(exc: SQLAlchemyError, engine: Engine, what: str) -> StoreError:
@@ -175,7 +178,49 @@ def translate(exc: SQLAlchemyError, engine: Engine, what: str) -> StoreError:
     url = _url(engine)
     detail = str(getattr(exc, "orig", None) or exc).strip().splitlines()
     line = scrub(detail[0] if detail else exc.__class__.__name__, url)
+    full = _full_filesystem(engine, what, line)
+    if full is not None:
+        return full
     return StoreError(f"{what}: {line}", hint_for(line, url))
+
+
+# SQLite's words for SQLITE_IOERR (a -shm that cannot grow: SQLITE_IOERR_SHMSIZE) and SQLITE_FULL.
+_DISK_ERRORS = ("disk i/o error", "database or disk is full")
+
+
+def _full_filesystem(engine: Engine, what: str, message: str) -> DiskFullError | None:
+    """For SQLite's "disk I/O error" / "database or disk is full" on a database file: a StoreError naming the
+    file and ENOSPC when the filesystem holding it (or its -wal/-shm/-journal files) has no free block or inode
+    left; None otherwise (the caller keeps SQLite's own words)."""
+    import os
+
+    if engine.dialect.name != "sqlite" or not any(e in message.lower() for e in _DISK_ERRORS):
+        return None
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    path = Path(database).absolute()
+    for where in (path.parent, *(path.with_name(path.name + s) for s in ("-wal", "-shm", "-journal"))):
+        try:
+            st = os.statvfs(where)
+        except OSError:
+            continue
+        # f_bavail / f_favail: what this user may still take (root may also take the reserved blocks).
+        free_blocks = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+        free_inodes = st.f_ffree if os.geteuid() == 0 else st.f_favail
+        if free_blocks * st.f_frsize < _FULL_BELOW_BYTES or (st.f_files and free_inodes == 0):
+            return DiskFullError(
+                f"{what}: the filesystem holding {path} is full (ENOSPC: no space left on device; SQLite said: "
+                f"{message})",
+                f"free space on the filesystem of {path.parent} or move the database elsewhere with --db / "
+                "ORCH_DB_URL; nothing stored was changed",
+                path=str(path),
+            )
+    return None
+
+
+# Below this much free space SQLite cannot even map its 32 KiB -shm wal-index (a read needs it in WAL mode).
+_FULL_BELOW_BYTES = 64 * 1024
 
 
 def hint_for(message: str, url: str) -> str:

@@ -130,6 +130,41 @@ def _refuse_non_sqlite(path: Path, shown_url: str) -> None:
         # busy, locked, unreadable: the caller's own connection reports it with its hint
 
 
+# SQLite's wal-index (-shm) is at least 32 KiB once any connection has it mapped.
+_SHM_MIN_BYTES = 32 * 1024
+
+
+def immutable_sqlite_engine(path: Path) -> Engine | None:
+    """A read-only engine over the WAL-mode SQLite file ``path`` that needs no -shm (``immutable=1``), for a
+    command that only reads when the filesystem is full and SQLite cannot create or grow the -shm wal-index
+    ("disk I/O error", SQLITE_IOERR_SHMSIZE; ``mode=ro`` needs it too). Nothing is written or deleted.
+
+    Only when no connection can be using the WAL: the -wal file is missing or empty (no committed page lives
+    only there), the -shm is missing or shorter than any mapped wal-index (no process has it open: none could
+    grow it on this full disk either) and there is no rollback -journal. Otherwise None: immutable reads would
+    not see what another connection commits."""
+    import sqlite3
+
+    def size(suffix: str) -> int | None:
+        try:
+            return path.with_name(path.name + suffix).stat().st_size
+        except FileNotFoundError:
+            return None
+
+    wal, shm, journal = size("-wal"), size("-shm"), size("-journal")
+    if wal or (shm is not None and shm >= _SHM_MIN_BYTES) or journal is not None or not path.is_file():
+        return None
+    uri = f"{path.resolve().as_uri()}?immutable=1"
+    engine = create_engine(
+        "sqlite://",
+        creator=lambda: sqlite3.connect(uri, uri=True, check_same_thread=False),
+        json_serializer=compact_json,
+        json_deserializer=orjson.loads,
+    )
+    _tune_sqlite(engine)  # no journal_mode pragma here: the URL names no file
+    return engine
+
+
 def _tune_sqlite(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: Any) -> None:
