@@ -558,7 +558,7 @@ def cmd_slurm_task(args: argparse.Namespace) -> int:
 def cmd_cancel(args: argparse.Namespace) -> int:
     import signal
 
-    from .reaper import kill_session
+    from .reaper import cookie_members, kill_cookie, kill_session, read_cookie
 
     rd = _existing_run(args.run_id, args)
     pid = rd.pid()
@@ -573,7 +573,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     # worker's pid cannot be reused while processes of its session or group are left (the kernel keeps it).
     ours = pid is not None and (was_running or not pid_alive(pid))
     killed = False
-    if pid is not None and ours and (was_running or group_alive(pid) or session_members(pid)):
+    # the run's cookie (reaper.py): processes that left the worker's session with setsid still carry it
+    cookie = read_cookie(rd.path, rd.run_id, rd.host) if pid is not None and ours else None
+    if pid is not None and ours and (
+        was_running or group_alive(pid) or session_members(pid) or (cookie and cookie_members(cookie))
+    ):
         rd.mark_cancel("agent cancel")  # first: the worker reads a SIGTERM without it as one from outside orch
         try:
             os.killpg(pid, signal.SIGTERM)  # the worker's own group (not its commands'): it stops them itself
@@ -584,6 +588,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
             time.sleep(0.05)
         if group_alive(pid) or session_members(pid):
             killed = kill_session(pid, exclude=(os.getpid(),), deadline_s=10.0) > 0
+        if cookie and cookie_members(cookie):  # left behind by the worker (dead, or stopped by the SIGKILL above)
+            left = max(0.0, deadline - time.monotonic())
+            killed = kill_cookie(cookie, grace_s=left, deadline_s=10.0) > 0 or killed
     if find_done(read_lines(rd.spool)) is None:
         have = len(read_lines(rd.spool))
         if args.stored is not None and have < args.stored:  # cut or rewritten: a done now would sit at a stored seq

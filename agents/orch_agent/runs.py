@@ -607,7 +607,7 @@ def session_members(sid: int, exclude: tuple[int, ...] = ()) -> list[tuple[int, 
 
     The worker is a session leader (``start`` launches it with ``setsid``) and every process it starts stays in
     its session (commands get their own process group, not their own session), so this is "everything the run
-    started" — except a program that calls ``setsid`` itself."""
+    started" — except a program that calls ``setsid`` itself (followed by the run cookie instead: ``reaper.py``)."""
     if not valid_pid(sid):
         return []
     return [(pid, pgid) for pid, state, pgid, s in _proc_stats() if s == sid and state != "Z" and pid not in exclude]

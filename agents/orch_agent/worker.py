@@ -80,6 +80,12 @@ def run(run_dir: str) -> int:
             fatal.reserve(rd.reason_path)
         except OSError:
             pass
+    cookie = reaper.make_cookie(rd.run_id, rd.host)
+    try:
+        reaper.write_cookie(rd.path, cookie)  # for agent cancel; the guardian and the commands hold it in memory
+    except OSError:
+        pass
+    reaper.set_cookie(cookie)
     reaper.start_guardian()
     try:
         return _guarded(rd)

@@ -25,8 +25,9 @@ and for orch's parsers. The result line stays small whatever the tool prints: ``
 
 ``metrics.wall_ms`` is the wall time of each timed run (ms). A non-zero exit, a run past ``timeout_s`` (its whole
 process group is killed) or a missing executable raises, which the worker turns into an error event for the case.
-The command runs in its own process group inside the worker's session, with ``PR_SET_PDEATHSIG`` (see
-``reaper.py``): a timeout, a cancel, or the worker's death kills every process it started.
+The command runs in its own process group inside the worker's session, with ``PR_SET_PDEATHSIG`` and the run's
+cookie in its environment (``ORCH_RUN_COOKIE``, see ``reaper.py``): a timeout, a cancel, or the worker's death kills
+every process it started, one that called ``setsid`` included (unless it also dropped the cookie).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ import tempfile
 import time
 from typing import Any
 
-from ..reaper import child_setup
+from ..reaper import COOKIE_ENV, child_setup, current_cookie, kill_cookie
 from ..stats import summarize
 from ..sysinfo import resolve_home
 
@@ -99,10 +100,13 @@ def with_stderr(what: str, tail: str) -> str:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the command's process group, then every process carrying the run's cookie (one that left the
+    group and the worker's session with ``setsid``: see ``reaper.py``)."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    kill_cookie(current_cookie())
 
 
 def _read_tail(path: str, n: int) -> bytes:
@@ -230,6 +234,9 @@ def run_case(case: dict[str, Any], ctx: Any) -> dict[str, Any]:
                 run_argv = [_subst(a, build, output) for a in argv]
                 env = dict(os.environ)
                 env.update({k: _subst(v, build, output) for k, v in extra.items()})
+                cookie = current_cookie()
+                if cookie is not None:  # the run's cookie, never the case's own value: see reaper.py
+                    env[COOKIE_ENV] = cookie
                 t0 = time.perf_counter()
                 code = _run_once(run_argv, env, work, timeout_s, paths["stdout"], paths["stderr"])
                 wall_ms = (time.perf_counter() - t0) * 1000.0
