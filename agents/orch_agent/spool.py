@@ -337,7 +337,9 @@ class SpoolCursor:
         self.offset = 0
         self.line = 0
         self._ident: tuple[int, int] | None = None
-        self._tail = b""
+        self._tail = b""  # the last TAIL bytes before offset
+        self._passed = 0  # bytes of the over-cap line at offset already passed on (see new_lines)
+        self._recent = b""  # the last TAIL bytes passed on
 
     def _changed(self, what: str) -> SpoolChanged:
         return SpoolChanged(
@@ -346,8 +348,14 @@ class SpoolCursor:
         )
 
     def new_lines(self) -> Iterator[tuple[bytes, int]]:
-        """Complete lines past ``offset`` as ``(raw_line, its_line_number)``, advancing the cursor; a partial
-        last line is left for a later call. Nothing while the file does not exist yet (unless it existed)."""
+        """Lines past ``offset`` as ``(raw_bytes, its_line_number)``, advancing the cursor; a partial last line is
+        left for a later call. Nothing while the file does not exist yet (unless it existed).
+
+        Read :data:`READ_CHUNK_BYTES` at a time, so memory stays bounded whatever the file holds: a line longer
+        than :data:`MAX_LINE_BYTES` is passed on in pieces as it is read (the same line number each time, the last
+        piece ending with its newline), never held whole; orch's reader counts it and makes it one error row
+        naming its size (orchestrator/transport/lines.py). Raises :class:`SpoolReadError` (an I/O error, or not a
+        regular file) and :class:`SpoolChanged`."""
         f = open_spool(self.path)  # SpoolReadError: an I/O error, or not a regular file (a FIFO never blocks)
         if f is None:
             if self._ident is not None:
@@ -361,18 +369,41 @@ class SpoolCursor:
                     self._ident = ident
                 elif ident != self._ident:
                     raise self._changed("replaced (another file is at its path now)")
-                if st.st_size < self.offset:
+                if st.st_size < self.offset + self._passed:
                     raise self._changed(f"truncated (to {st.st_size} bytes)")
                 if self._tail:
                     f.seek(self.offset - len(self._tail))
                     if f.read(len(self._tail)) != self._tail:
                         raise self._changed("rewritten in place")
-                f.seek(self.offset)
-                data = f.read()
+                f.seek(self.offset + self._passed)
             except OSError as exc:  # EIO ...: the host's error, naming the path and the errno
                 raise SpoolReadError(self.path, exc) from None
-        base = self.offset
-        for raw, pos in _complete_lines(data):
-            self.offset, self._tail = base + pos, data[max(0, pos - self.TAIL) : pos]
-            self.line += 1
-            yield raw, self.line - 1
+            pending = bytearray()  # bytes of the current line read by this call and not yet passed on
+            while True:
+                try:
+                    chunk = f.read(READ_CHUNK_BYTES)
+                except OSError as exc:
+                    raise SpoolReadError(self.path, exc) from None
+                if not chunk:
+                    return  # what is pending is a partial line: read again from its start (or piece) next time
+                start = 0
+                while True:
+                    nl = chunk.find(b"\n", start)
+                    if nl < 0:
+                        break
+                    raw = bytes(pending) + chunk[start : nl + 1]
+                    pending.clear()
+                    self._recent = (self._recent + raw)[-self.TAIL :]
+                    self.offset += self._passed + len(raw)
+                    self._passed = 0
+                    self._tail = self._recent
+                    self.line += 1
+                    yield raw, self.line - 1
+                    start = nl + 1
+                pending += chunk[start:]
+                if self._passed or len(pending) > MAX_LINE_BYTES:  # an over-cap line: passed on as it is read
+                    piece = bytes(pending)
+                    pending.clear()
+                    self._recent = (self._recent + piece)[-self.TAIL :]
+                    self._passed += len(piece)
+                    yield piece, self.line

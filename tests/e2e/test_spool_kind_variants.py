@@ -63,9 +63,7 @@ def _guard_memory(proc, rid: str) -> str | None:  # type: ignore[no-untyped-def]
     return None
 
 
-@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink-dev-zero", "symlink-elsewhere", pytest.param(
-    "sparse-3gb-tail", marks=pytest.mark.xfail(strict=True, reason="known defect: the agent's follow reads an unended "
-                                               "spool tail whole (SpoolCursor.new_lines); status no longer does"))])
+@pytest.mark.parametrize("kind", ["directory", "fifo", "symlink-dev-zero", "symlink-elsewhere", "sparse-3gb-tail"])
 def test_variant_resume_when_the_spool_is_not_a_regular_file(bed: tuple[Orch, SshdHost], tmp_path: Path,
                                                              kind: str) -> None:  # fmt: skip
     orch, host = bed
